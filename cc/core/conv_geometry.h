@@ -1,0 +1,85 @@
+// One convolution geometry shared by every op of the family: forward convolution,
+// backprop-input and backprop-filter, plain, grouped and depthwise.
+//
+// TF-free: depends on the C++ standard library only. Functions that can fail return an
+// error message ("" on success) and never abort. All size arithmetic is 64-bit and checked
+// for overflow, so hostile shapes and attributes produce an error, not undefined behaviour.
+#ifndef TF_OPS_CC_CORE_CONV_GEOMETRY_H_
+#define TF_OPS_CC_CORE_CONV_GEOMETRY_H_
+
+#include <cstdint>
+#include <string>
+
+namespace tf_ops {
+
+enum class Padding { kSame, kValid, kExplicit };
+enum class Layout { kNHWC, kNCHW };
+
+// Output size and padding of one spatial dimension, with TensorFlow's rules:
+//   eff = (k - 1) * dilation + 1
+//   VALID:    out = (in - eff + stride) / stride, no padding
+//   EXPLICIT: out = (in + pad_before + pad_after - eff + stride) / stride
+//   SAME:     out = ceil(in / stride); the padding needed is split with the odd
+//             element after (bottom/right).
+// Division truncates toward zero, as in TensorFlow. For EXPLICIT, *pad_before and
+// *pad_after are inputs; otherwise they are outputs.
+std::string WindowedOutputSize(int64_t in, int64_t k, int64_t dilation, int64_t stride,
+                               Padding padding, int64_t* pad_before, int64_t* pad_after,
+                               int64_t* out);
+
+// What the attributes of an op say, spatial values in (rows, cols) order.
+struct ConvAttrs {
+  int64_t stride_rows = 1, stride_cols = 1;
+  int64_t dilation_rows = 1, dilation_cols = 1;
+  Padding padding = Padding::kValid;
+  // Only read for EXPLICIT padding.
+  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+};
+
+// A 2-D convolution  y[N, OH, OW, K] = conv(x[N, H, W, C], w[KH, KW, FI, K])
+// with groups = C / FI; output channel k belongs to group k / (K / groups) and reads
+// input channels [group * FI, (group + 1) * FI). Depthwise convolution with depth
+// multiplier M is the case FI = 1, groups = C, K = C * M: its [KH, KW, C, M] filter has
+// the memory layout of a [KH, KW, 1, C * M] one.
+struct ConvGeometry {
+  int64_t batch = 0, in_rows = 0, in_cols = 0, in_depth = 0;
+  int64_t filter_rows = 0, filter_cols = 0, filter_in_depth = 0, out_depth = 0;
+  int64_t out_rows = 0, out_cols = 0;
+  int64_t stride_rows = 1, stride_cols = 1, dilation_rows = 1, dilation_cols = 1;
+  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int64_t groups = 0;  // 0 only when in_depth is 0
+
+  int64_t out_depth_per_group() const { return groups > 0 ? out_depth / groups : 0; }
+  int64_t input_elements() const { return batch * in_rows * in_cols * in_depth; }
+  int64_t filter_elements() const {
+    return filter_rows * filter_cols * filter_in_depth * out_depth;
+  }
+  int64_t output_elements() const { return batch * out_rows * out_cols * out_depth; }
+};
+
+// Builds the geometry from the input shape (N, H, W, C), the filter shape
+// (KH, KW, FI, K) and the attributes. Checks every size for sign and overflow, that FI
+// divides C, and that K is a multiple of the group count.
+std::string MakeConvGeometry(int64_t batch, int64_t in_rows, int64_t in_cols,
+                             int64_t in_depth, int64_t filter_rows, int64_t filter_cols,
+                             int64_t filter_in_depth, int64_t out_depth,
+                             const ConvAttrs& attrs, ConvGeometry* geometry);
+
+// Checks that a given output tensor (out_backprop) has the geometry's output shape.
+// `row_dim` and `col_dim` are the tensor dimension indices named in the message.
+std::string CheckOutputShape(const ConvGeometry& g, int64_t batch, int64_t rows,
+                             int64_t cols, int64_t depth, int row_dim, int col_dim);
+
+// Element strides of a 4-D activation tensor (x, y, dx or dy) in a given layout.
+struct ActivationStrides {
+  int64_t n, h, w, c;
+};
+ActivationStrides StridesFor(Layout layout, int64_t rows, int64_t cols, int64_t depth);
+
+// Checked 64-bit arithmetic: false on overflow.
+bool CheckedMul(int64_t a, int64_t b, int64_t* out);
+bool CheckedAdd(int64_t a, int64_t b, int64_t* out);
+
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CONV_GEOMETRY_H_

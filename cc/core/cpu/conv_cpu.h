@@ -1,0 +1,49 @@
+// CPU convolution kernels: the three directions of one sum, over one ConvGeometry.
+//
+//   forward:          y[n,oh,ow,k]   = sum_{kh,kw,ci} x[n, oh*sh-pt+kh*dh, ow*sw-pl+kw*dw, g*FI+ci]
+//                                                     * w[kh,kw,ci,k]          (g = k / (K/G))
+//   backprop input:   dx[n,ih,iw,c]  = sum over the (oh, ow, kh, kw, k) that reach (ih, iw)
+//   backprop filter:  dw[kh,kw,ci,k] = sum_{n,oh,ow} x[...] * dy[n,oh,ow,k]
+//
+// TF-free. Every output element is computed by one work unit, summing in a fixed order,
+// so results are bitwise identical whatever the number of threads. Backprop input visits
+// only the (kh, oh) pairs that land on a given input row (no zero-inserted upsampling),
+// and no im2col buffer is built. half and bfloat16 accumulate in float; int32 wraps
+// modulo 2^32 like TensorFlow's int32 arithmetic.
+#ifndef TF_OPS_CC_CORE_CPU_CONV_CPU_H_
+#define TF_OPS_CC_CORE_CPU_CONV_CPU_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "cc/core/conv_geometry.h"
+
+namespace tf_ops {
+namespace cpu {
+
+// Runs fn(begin, end) over disjoint ranges covering [0, units), possibly in parallel.
+// cost_per_unit is a rough count of inner-loop operations per unit.
+using ParallelFor = std::function<void(int64_t units, int64_t cost_per_unit,
+                                       const std::function<void(int64_t, int64_t)>& fn)>;
+
+// Runs everything on the calling thread.
+void SerialFor(int64_t units, int64_t cost_per_unit,
+               const std::function<void(int64_t, int64_t)>& fn);
+
+// x, dx, y and dy are in `layout`; w and dw are [KH, KW, FI, K].
+template <typename T>
+void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
+                 const ParallelFor& parallel_for);
+
+template <typename T>
+void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
+                       const ParallelFor& parallel_for);
+
+template <typename T>
+void ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
+                        const ParallelFor& parallel_for);
+
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_CONV_CPU_H_

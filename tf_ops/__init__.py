@@ -1,0 +1,40 @@
+"""tf_ops: TensorFlow's convolution family, re-registered as TfOps> ops.
+
+Every op supports NHWC and NCHW, unequal strides, dilations (depthwise too), SAME, VALID
+and EXPLICIT padding and grouped filters on CPU, and gives bitwise reproducible results.
+Importing the package loads the compiled library once and registers the gradients.
+"""
+from tf_ops._loader import build_info, library_path, load_library
+
+load_library()
+
+from tf_ops import _gradients  # noqa: E402,F401  (registers gradients)
+from tf_ops.ops import (  # noqa: E402
+    OP_NAMES,
+    conv2d,
+    conv2d_backprop_filter,
+    conv2d_backprop_filter_v2,
+    conv2d_backprop_input,
+    conv2d_backprop_input_v2,
+    conv2d_transpose,
+    depthwise_conv2d_backprop_filter,
+    depthwise_conv2d_backprop_input,
+    depthwise_conv2d_native,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "OP_NAMES",
+    "build_info",
+    "conv2d",
+    "conv2d_backprop_filter",
+    "conv2d_backprop_filter_v2",
+    "conv2d_backprop_input",
+    "conv2d_backprop_input_v2",
+    "conv2d_transpose",
+    "depthwise_conv2d_backprop_filter",
+    "depthwise_conv2d_backprop_input",
+    "depthwise_conv2d_native",
+    "library_path",
+]

@@ -1,0 +1,51 @@
+"""Loads tf_ops/_tf_ops.so once, and explains any failure in terms a user can act on."""
+import json
+import os
+
+import tensorflow as tf
+
+_LIBRARY = None
+
+
+def library_path():
+    """Path of the compiled op library, for users who call tf.load_op_library themselves."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tf_ops.so")
+
+
+def build_info():
+    """What the library was built with: TF version, compiler and flags (dict; {} if unknown)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_info.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _rebuild_command(info):
+    source = info.get("source_dir") or "<path to the tf_ops source checkout>"
+    return f"python -m pip install --no-build-isolation --no-deps --force-reinstall {source}"
+
+
+def load_library():
+    """Loads the op library (once) and returns the module of generated op wrappers."""
+    global _LIBRARY
+    if _LIBRARY is not None:
+        return _LIBRARY
+    info = build_info()
+    built_for = info.get("tf_version", "an unknown TensorFlow version")
+    running = tf.__version__
+    path = library_path()
+    advice = (
+        f"The library was built for TensorFlow {built_for}; TensorFlow {running} is running. "
+        f"Rebuild it against the running TensorFlow with: {_rebuild_command(info)}"
+    )
+    if not os.path.exists(path):
+        raise ImportError(f"tf_ops: the compiled op library {path} is missing. {advice}")
+    if info and info.get("tf_version") != running:
+        raise ImportError(f"tf_ops: TensorFlow version mismatch. {advice}")
+    try:
+        _LIBRARY = tf.load_op_library(path)
+    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, OSError) as e:
+        raise ImportError(f"tf_ops: could not load {path}: {e}. {advice}") from e
+    return _LIBRARY
