@@ -1,0 +1,34 @@
+"""Runs every op on fixed inputs with a given intra-op thread count; writes the outputs.
+
+Usage: python determinism_worker.py THREADS OUT.npz
+"""
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+threads, out = int(sys.argv[1]), sys.argv[2]
+tf.config.threading.set_intra_op_parallelism_threads(threads)
+tf.config.threading.set_inter_op_parallelism_threads(1)
+
+import common  # noqa: E402
+
+CONFIGS = [
+    # Large enough that the thread pool splits the work.
+    common.make_config("NHWC", 4, 33, 31, 16, [3, 3, 8, 16], (2, 2), (1, 1), "SAME"),
+    common.make_config("NCHW", 3, 29, 30, 12, [3, 2, 12, 8], (1, 2), (2, 1), "EXPLICIT", (1, 2, 0, 1)),
+    common.make_config("NHWC", 2, 40, 24, 8, [5, 3, 8, 3], (2, 1), (1, 2), "VALID", depthwise=True),
+]
+results = {}
+rng = np.random.default_rng(0)
+for c, cfg in enumerate(CONFIGS):
+    for kind, dtypes in common.KINDS.items():
+        if common.is_depthwise(kind) != cfg["depthwise"]:
+            continue
+        for dtype in dtypes:
+            arrays = common.make_inputs(rng, cfg, dtype)
+            value = common.run_ours(kind, cfg, arrays, dtype)
+            results[f"{c}/{kind}/{dtype.name}"] = np.frombuffer(value.tobytes(), np.uint8)
+np.savez(out, **results)
