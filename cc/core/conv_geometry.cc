@@ -63,13 +63,15 @@ std::string WindowedOutputSize(int64_t in, int64_t k, int64_t dilation, int64_t 
     *pad_before = need / 2;
     *pad_after = need - need / 2;
   } else {
-    // (in + pads - eff + stride) / stride
+    // (in + pads - eff + stride) / stride, truncating, without forming span + stride
+    // where it could overflow: for span >= 0 it is span / stride + 1, and for span < 0
+    // the sum of a negative and a positive number cannot overflow.
     int64_t span;
     if (!CheckedAdd(in, *pad_before, &span) || !CheckedAdd(span, *pad_after, &span) ||
-        !CheckedAdd(span, -eff, &span) || !CheckedAdd(span, stride, &span)) {
+        !CheckedAdd(span, -eff, &span)) {
       return overflow;
     }
-    size = span / stride;
+    size = span >= 0 ? span / stride + 1 : (span + stride) / stride;
   }
   if (size < 0) {
     return Cat("Computed output size would be negative: ", size, " [input_size: ", in,
