@@ -96,19 +96,26 @@ def _format(data_format):
     return data_format
 
 
+def _run(raw_op, padding, data_format, strides, dilations, name, **inputs):
+    """Calls a raw op with the attributes every op of the family shares; `inputs` holds
+    its tensors (and use_cudnn_on_gpu where the op has it)."""
+    padding, explicit = _padding(padding)
+    return raw_op(strides=strides, padding=padding, explicit_paddings=explicit,
+                  data_format=_format(data_format), dilations=dilations, name=name, **inputs)
+
+
 def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None, name=None):  # noqa: A002
     """Like tf.nn.conv2d; grouped filters (filters.shape[2] dividing the input depth) work."""
     data_format = _format(data_format)
-    padding, explicit = _padding(padding)
-    return _lib.tf_ops_conv2d(
+    return _run(
+        _lib.tf_ops_conv2d,
+        padding,
+        data_format,
+        _sequence(strides, "strides", data_format),
+        _sequence(dilations, "dilations", data_format),
+        name,
         input=input,
         filter=filters,
-        strides=_sequence(strides, "strides", data_format),
-        padding=padding,
-        explicit_paddings=explicit,
-        data_format=data_format,
-        dilations=_sequence(dilations, "dilations", data_format),
-        name=name,
     )
 
 
@@ -126,18 +133,17 @@ def conv2d_backprop_input(
 ):
     """Like tf.compat.v1.nn.conv2d_backprop_input. input_sizes has 4 values, or 2 ([H, W])."""
     filter = _alias(filters, "filters", filter, "filter")  # noqa: A001
-    padding, explicit = _padding(padding)
-    return _lib.tf_ops_conv2d_backprop_input(
+    return _run(
+        _lib.tf_ops_conv2d_backprop_input,
+        padding,
+        data_format,
+        _ints(strides, "strides"),
+        _ints(dilations, "dilations"),
+        name,
         input_sizes=input_sizes,
         filter=filter,
         out_backprop=out_backprop,
-        strides=_ints(strides, "strides"),
-        padding=padding,
         use_cudnn_on_gpu=use_cudnn_on_gpu,
-        explicit_paddings=explicit,
-        data_format=_format(data_format),
-        dilations=_ints(dilations, "dilations"),
-        name=name,
     )
 
 
@@ -153,18 +159,17 @@ def conv2d_backprop_input_v2(
     name=None,
 ):
     """Conv2DBackpropInputV2: like conv2d_backprop_input, with the shape taken from `input`."""
-    padding, explicit = _padding(padding)
-    return _lib.tf_ops_conv2d_backprop_input_v2(
+    return _run(
+        _lib.tf_ops_conv2d_backprop_input_v2,
+        padding,
+        data_format,
+        _ints(strides, "strides"),
+        _ints(dilations, "dilations"),
+        name,
         input=input,
         filter=filter,
         out_backprop=out_backprop,
-        strides=_ints(strides, "strides"),
-        padding=padding,
         use_cudnn_on_gpu=use_cudnn_on_gpu,
-        explicit_paddings=explicit,
-        data_format=_format(data_format),
-        dilations=_ints(dilations, "dilations"),
-        name=name,
     )
 
 
@@ -181,18 +186,10 @@ def conv2d_transpose(
     """Like tf.nn.conv2d_transpose (strides and dilations of length 1, 2 or 4)."""
     data_format = _format(data_format)
     with tf.name_scope(name or "conv2d_transpose") as scope:
-        padding, explicit = _padding(padding)
-        return _lib.tf_ops_conv2d_backprop_input(
-            input_sizes=output_shape,
-            filter=filters,
-            out_backprop=input,
-            strides=_sequence(strides, "strides", data_format),
-            padding=padding,
-            explicit_paddings=explicit,
-            data_format=data_format,
-            dilations=_sequence(dilations, "dilations", data_format),
-            name=scope,
-        )
+        return _run(
+            _lib.tf_ops_conv2d_backprop_input, padding, data_format,
+            _sequence(strides, "strides", data_format), _sequence(dilations, "dilations", data_format),
+            scope, input_sizes=output_shape, filter=filters, out_backprop=input)
 
 
 def conv2d_backprop_filter(
@@ -207,18 +204,17 @@ def conv2d_backprop_filter(
     name=None,
 ):
     """Like tf.compat.v1.nn.conv2d_backprop_filter."""
-    padding, explicit = _padding(padding)
-    return _lib.tf_ops_conv2d_backprop_filter(
+    return _run(
+        _lib.tf_ops_conv2d_backprop_filter,
+        padding,
+        data_format,
+        _ints(strides, "strides"),
+        _ints(dilations, "dilations"),
+        name,
         input=input,
         filter_sizes=filter_sizes,
         out_backprop=out_backprop,
-        strides=_ints(strides, "strides"),
-        padding=padding,
         use_cudnn_on_gpu=use_cudnn_on_gpu,
-        explicit_paddings=explicit,
-        data_format=_format(data_format),
-        dilations=_ints(dilations, "dilations"),
-        name=name,
     )
 
 
@@ -234,18 +230,17 @@ def conv2d_backprop_filter_v2(
     name=None,
 ):
     """Conv2DBackpropFilterV2: like conv2d_backprop_filter, with the shape taken from `filter`."""
-    padding, explicit = _padding(padding)
-    return _lib.tf_ops_conv2d_backprop_filter_v2(
+    return _run(
+        _lib.tf_ops_conv2d_backprop_filter_v2,
+        padding,
+        data_format,
+        _ints(strides, "strides"),
+        _ints(dilations, "dilations"),
+        name,
         input=input,
         filter=filter,
         out_backprop=out_backprop,
-        strides=_ints(strides, "strides"),
-        padding=padding,
         use_cudnn_on_gpu=use_cudnn_on_gpu,
-        explicit_paddings=explicit,
-        data_format=_format(data_format),
-        dilations=_ints(dilations, "dilations"),
-        name=name,
     )
 
 
@@ -259,16 +254,15 @@ def depthwise_conv2d_native(
     name=None,
 ):
     """Like tf.compat.v1.nn.depthwise_conv2d_native; dilations are honoured."""
-    padding, explicit = _padding(padding)
-    return _lib.tf_ops_depthwise_conv2d_native(
+    return _run(
+        _lib.tf_ops_depthwise_conv2d_native,
+        padding,
+        data_format,
+        _ints(strides, "strides"),
+        _ints(dilations, "dilations"),
+        name,
         input=input,
         filter=filter,
-        strides=_ints(strides, "strides"),
-        padding=padding,
-        explicit_paddings=explicit,
-        data_format=_format(data_format),
-        dilations=_ints(dilations, "dilations"),
-        name=name,
     )
 
 
@@ -283,17 +277,16 @@ def depthwise_conv2d_backprop_input(
     name=None,
 ):
     """Like tf.nn.depthwise_conv2d_backprop_input; dilations are honoured."""
-    padding, explicit = _padding(padding)
-    return _lib.tf_ops_depthwise_conv2d_native_backprop_input(
+    return _run(
+        _lib.tf_ops_depthwise_conv2d_native_backprop_input,
+        padding,
+        data_format,
+        _ints(strides, "strides"),
+        _ints(dilations, "dilations"),
+        name,
         input_sizes=input_sizes,
         filter=filter,
         out_backprop=out_backprop,
-        strides=_ints(strides, "strides"),
-        padding=padding,
-        explicit_paddings=explicit,
-        data_format=_format(data_format),
-        dilations=_ints(dilations, "dilations"),
-        name=name,
     )
 
 
@@ -308,15 +301,14 @@ def depthwise_conv2d_backprop_filter(
     name=None,
 ):
     """Like tf.nn.depthwise_conv2d_backprop_filter; dilations are honoured."""
-    padding, explicit = _padding(padding)
-    return _lib.tf_ops_depthwise_conv2d_native_backprop_filter(
+    return _run(
+        _lib.tf_ops_depthwise_conv2d_native_backprop_filter,
+        padding,
+        data_format,
+        _ints(strides, "strides"),
+        _ints(dilations, "dilations"),
+        name,
         input=input,
         filter_sizes=filter_sizes,
         out_backprop=out_backprop,
-        strides=_ints(strides, "strides"),
-        padding=padding,
-        explicit_paddings=explicit,
-        data_format=_format(data_format),
-        dilations=_ints(dilations, "dilations"),
-        name=name,
     )
