@@ -50,16 +50,16 @@ std::string WindowedOutputSize(int64_t in, int64_t k, int64_t dilation, int64_t 
   if (padding == Padding::kSame) {
     // out = ceil(in / stride), computed without overflowing in + stride - 1.
     size = in / stride + (in % stride != 0 ? 1 : 0);
-    int64_t need;
+    // need = max(0, (out - 1) * stride + eff - in). eff is negative for an empty filter
+    // with a large dilation, so the subtraction is only done when it is positive.
+    int64_t need = 0;
     if (size > 0) {
-      if (!CheckedMul(size - 1, stride, &need) || !CheckedAdd(need, eff, &need)) {
+      int64_t reach;
+      if (!CheckedMul(size - 1, stride, &reach) || !CheckedAdd(reach, eff, &reach)) {
         return overflow;
       }
-      need -= in;  // both terms are >= 0 or small, no overflow
-    } else {
-      need = 0;
+      need = reach > in ? reach - in : 0;
     }
-    if (need < 0) need = 0;
     *pad_before = need / 2;
     *pad_after = need - need / 2;
   } else {
@@ -71,7 +71,8 @@ std::string WindowedOutputSize(int64_t in, int64_t k, int64_t dilation, int64_t 
         !CheckedAdd(span, -eff, &span)) {
       return overflow;
     }
-    size = span >= 0 ? span / stride + 1 : (span + stride) / stride;
+    if (span >= 0 && !CheckedAdd(span / stride, 1, &size)) return overflow;
+    if (span < 0) size = (span + stride) / stride;
   }
   if (size < 0) {
     return Cat("Computed output size would be negative: ", size, " [input_size: ", in,
