@@ -82,23 +82,32 @@ def _lib():
 
 
 def run_ours(kind, cfg, arrays, dtype):
-    lib, a = _lib(), _attrs(cfg)
     x, w, dy = (tf.constant(arrays[k], dtype=dtype) for k in ("x", "w", "dy"))
+    return run_ours_tensors(kind, cfg, x, w, dy).numpy()
+
+
+def run_ours_tensors(kind, cfg, x, w, dy):
+    """The tf_ops op of `kind` on tensors x, w and dy (each op uses two of them)."""
+    lib, a = _lib(), _attrs(cfg)
     x_shape = tf.constant(cfg["x_shape"], tf.int32)
     w_shape = tf.constant(cfg["filter_shape"], tf.int32)
-    ops = {
-        "conv2d": lambda: lib.tf_ops_conv2d(x, w, **a),
-        "backprop_input": lambda: lib.tf_ops_conv2d_backprop_input(x_shape, w, dy, **a),
-        "backprop_input_v2": lambda: lib.tf_ops_conv2d_backprop_input_v2(x, w, dy, **a),
-        "backprop_filter": lambda: lib.tf_ops_conv2d_backprop_filter(x, w_shape, dy, **a),
-        "backprop_filter_v2": lambda: lib.tf_ops_conv2d_backprop_filter_v2(x, w, dy, **a),
-        "depthwise": lambda: lib.tf_ops_depthwise_conv2d_native(x, w, **a),
-        "depthwise_backprop_input":
-            lambda: lib.tf_ops_depthwise_conv2d_native_backprop_input(x_shape, w, dy, **a),
-        "depthwise_backprop_filter":
-            lambda: lib.tf_ops_depthwise_conv2d_native_backprop_filter(x, w_shape, dy, **a),
-    }
-    return ops[kind]().numpy()
+    if kind == "conv2d":
+        return lib.tf_ops_conv2d(x, w, **a)
+    if kind == "backprop_input":
+        return lib.tf_ops_conv2d_backprop_input(x_shape, w, dy, **a)
+    if kind == "backprop_input_v2":
+        return lib.tf_ops_conv2d_backprop_input_v2(x, w, dy, **a)
+    if kind == "backprop_filter":
+        return lib.tf_ops_conv2d_backprop_filter(x, w_shape, dy, **a)
+    if kind == "backprop_filter_v2":
+        return lib.tf_ops_conv2d_backprop_filter_v2(x, w, dy, **a)
+    if kind == "depthwise":
+        return lib.tf_ops_depthwise_conv2d_native(x, w, **a)
+    if kind == "depthwise_backprop_input":
+        return lib.tf_ops_depthwise_conv2d_native_backprop_input(x_shape, w, dy, **a)
+    if kind == "depthwise_backprop_filter":
+        return lib.tf_ops_depthwise_conv2d_native_backprop_filter(x, w_shape, dy, **a)
+    raise ValueError(f"unknown op kind {kind!r}")
 
 
 def run_reference(kind, cfg, arrays):
