@@ -22,6 +22,9 @@ SOURCES = [
     "cc/kernels/conv_kernels.cc",
 ]
 WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
+UBSAN_FOR_TF_HEADERS = ("signed-integer-overflow,integer-divide-by-zero,shift,bounds,vla-bound,"
+                      "float-cast-overflow,float-divide-by-zero,alignment,bool,enum,unreachable,"
+                      "return,pointer-overflow")
 
 
 def _tf_flags():
@@ -49,8 +52,15 @@ class BuildTfOpsLibrary(build_ext):
         compile_flags = ["-std=c++17", "-O3", "-fPIC", "-I" + HERE] + WARNINGS + tf_compile
         if os.environ.get("TF_OPS_WERROR") == "1":
             compile_flags.append("-Werror")
+        link_flags = ["-shared"] + tf_link
+        sanitize = os.environ.get("TF_OPS_SANITIZE") == "1"
+        if sanitize:
+            # AddressSanitizer and UndefinedBehaviorSanitizer; any report aborts the process.
+            common = ["-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1"]
+            compile_flags += common
+            link_flags += ["-fsanitize=address,undefined"] + common
         compile_flags += shlex.split(os.environ.get("TF_OPS_EXTRA_CXXFLAGS", ""))
-        link_flags = ["-shared"] + tf_link + shlex.split(os.environ.get("TF_OPS_EXTRA_LDFLAGS", ""))
+        link_flags += shlex.split(os.environ.get("TF_OPS_EXTRA_LDFLAGS", ""))
 
         obj_dir = os.path.join(self.build_temp, "tf_ops_objs")
         os.makedirs(obj_dir, exist_ok=True)
@@ -59,7 +69,14 @@ class BuildTfOpsLibrary(build_ext):
 
         def compile_one(src):
             obj = os.path.join(obj_dir, src.replace("/", "_") + ".o")
-            cmd = [cxx] + compile_flags + ["-c", os.path.join(HERE, src), "-o", obj]
+            flags = compile_flags
+            if sanitize:
+                # GCC's null and nonnull-attribute checks turn constexpr code in TensorFlow's
+                # absl headers into errors; the TF-including glue gets every other check, the
+                # TF-free core all of them.
+                flags = flags + ["-fsanitize=address,undefined" if src.startswith("cc/core/")
+                                 else "-fsanitize=address," + UBSAN_FOR_TF_HEADERS]
+            cmd = [cxx] + flags + ["-c", os.path.join(HERE, src), "-o", obj]
             print(" ".join(shlex.quote(c) for c in cmd), flush=True)
             subprocess.check_call(cmd)
             return obj
@@ -80,6 +97,7 @@ class BuildTfOpsLibrary(build_ext):
             "compiler_version": compiler.splitlines()[0] if compiler else "",
             "compile_flags": compile_flags,
             "link_flags": link_flags,
+            "sanitize": sanitize,
             "source_dir": HERE,
         }
         with open(os.path.join(os.path.dirname(out), "_build_info.json"), "w") as f:

@@ -71,6 +71,12 @@ void TapsReadBy(int64_t o, int64_t pad, int64_t taps, int64_t dilation, int64_t 
   }
 }
 
+// The thread pool's cost estimate for one work unit. Computed in floating point: products
+// of sizes, strides and dilations can exceed int64 even where every tensor is small.
+int64_t CostEstimate(double ops) {
+  return ops < 1 ? 1 : ops > 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ops);
+}
+
 }  // namespace
 
 void SerialFor(int64_t units, int64_t, const std::function<void(int64_t, int64_t)>& fn) {
@@ -86,7 +92,7 @@ void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T
   const ActivationStrides xs = StridesFor(layout, g.in_rows, g.in_cols, g.in_depth);
   const ActivationStrides ys = StridesFor(layout, g.out_rows, g.out_cols, K);
   const std::vector<Acc> wa(w, w + g.filter_elements());  // [KH][KW][FI][K]
-  const int64_t cost = g.out_cols * g.filter_rows * KW * FI * K + 1;
+  const int64_t cost = CostEstimate(1.0 * g.out_cols * g.filter_rows * KW * FI * K);
 
   parallel_for(g.batch * g.out_rows, cost, [&](int64_t begin, int64_t end) {
     std::vector<Acc> acc(K), pixel(g.in_depth);
@@ -138,9 +144,9 @@ void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T
       }
     }
   }
-  const int64_t cost = g.in_cols * taps * FI * K /
-                           std::max<int64_t>(1, g.stride_rows * g.stride_cols) +
-                       g.in_cols * g.in_depth + 1;
+  const int64_t cost =
+      CostEstimate(1.0 * g.in_cols * taps * FI * K / (1.0 * g.stride_rows * g.stride_cols) +
+                   1.0 * g.in_cols * g.in_depth);
 
   parallel_for(g.batch * g.in_rows, cost, [&](int64_t begin, int64_t end) {
     std::vector<Acc> acc(g.in_depth), pixel(K);
@@ -185,9 +191,9 @@ void ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const 
   // A unit is one filter tap and a block of its input channels; it owns those rows of dw
   // and sums over (n, oh, ow) in order. Splitting channels into blocks gives small
   // filters enough units to share out; the block size does not change any sum.
-  const int64_t blocks = std::min<int64_t>(FI, std::max<int64_t>(1, (16 + taps - 1) / std::max<int64_t>(taps, 1)));
+  const int64_t blocks = std::min<int64_t>(FI, taps >= 16 ? 1 : (16 + taps - 1) / std::max<int64_t>(taps, 1));
   const int64_t block = blocks > 0 ? (FI + blocks - 1) / blocks : 0;
-  const int64_t cost = g.batch * g.out_rows * g.out_cols * (block * G * Kg + K) + 1;
+  const int64_t cost = CostEstimate(1.0 * g.batch * g.out_rows * g.out_cols * (block * G * Kg + K));
 
   parallel_for(taps * blocks, cost, [&](int64_t begin, int64_t end) {
     std::vector<Acc> acc(block * K), pixel(g.in_depth), grad(K);
