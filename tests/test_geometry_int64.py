@@ -49,7 +49,10 @@ class GeometryInt64Test(tf.test.TestCase):
         cls._tmp = tempfile.TemporaryDirectory()
         cls.driver = os.path.join(cls._tmp.name, "geometry_driver")
         cxx = os.environ.get("CXX", "g++")
-        subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{ROOT}",
+        # Under the sanitizer job (TF_OPS_SANITIZE=1) the driver is checked by ASan and UBSan.
+        sanitize = (["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+                    if os.environ.get("TF_OPS_SANITIZE") == "1" else [])
+        subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", *sanitize, f"-I{ROOT}",
                         str(ROOT / "tests/cc/geometry_driver.cc"),
                         str(ROOT / "cc/core/conv_geometry.cc"), "-o", cls.driver], check=True)
 

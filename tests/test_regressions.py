@@ -461,3 +461,36 @@ class TensorFlowBugsTest(tf.test.TestCase):
 
 if __name__ == "__main__":
     tf.test.main()
+
+
+class EmptyOperandWithHugeDimsTest(tf.test.TestCase):
+    """Found by fuzzing tf_ops: an empty operand whose other dimensions are huge (it exists
+    only because it has no elements) must give zeros at once, not iterate over the huge
+    dimension. Before the fix these calls hung."""
+
+    def test_filter_gradient_with_an_empty_out_backprop_of_2_61_rows(self):
+        # Explicit bottom padding 2**62, stride 2: out_backprop has about 2**61 rows, and
+        # no columns, so it is empty.
+        pad = 2**62
+        attrs = dict(strides=[1, 2, 1, 1], padding="EXPLICIT",
+                     explicit_paddings=[0, 0, 0, pad, 0, 0, 0, 0])
+        x = tf.ones([1, 3, 0, 2])
+        rows = (3 + pad - 3) // 2 + 1
+        dy = tf.zeros([1, rows, 0, 4])
+        self.assertAllEqual(_lib.tf_ops_conv2d_backprop_filter(x, [3, 1, 2, 4], dy, **attrs),
+                            np.zeros([3, 1, 2, 4]))
+        self.assertAllEqual(_lib.tf_ops_depthwise_conv2d_native_backprop_filter(
+            x, [3, 1, 2, 2], dy, **attrs), np.zeros([3, 1, 2, 2]))
+
+    def test_empty_filter_with_2_40_rows(self):
+        # filter [2**40, 1, 2, 0]: empty; VALID needs an input of >= 2**40 rows, so use
+        # EXPLICIT padding to make the geometry valid with a small input.
+        pad = 2**40
+        attrs = dict(strides=[1, 1, 1, 1], padding="EXPLICIT",
+                     explicit_paddings=[0, 0, pad, 0, 0, 0, 0, 0])
+        w = tf.zeros([2**40, 1, 2, 0])
+        dy = tf.zeros([1, 4, 3, 0])
+        out = _lib.tf_ops_conv2d_backprop_input([1, 3, 3, 2], w, dy, **attrs)
+        self.assertAllEqual(out, np.zeros([1, 3, 3, 2]))
+        y = _lib.tf_ops_conv2d(tf.ones([1, 3, 3, 2]), tf.zeros([2**40, 1, 2, 0]), **attrs)
+        self.assertEqual(y.shape, (1, 4, 3, 0))

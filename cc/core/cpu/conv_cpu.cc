@@ -77,6 +77,17 @@ int64_t CostEstimate(double ops) {
   return ops < 1 ? 1 : ops > 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ops);
 }
 
+// If an operand is empty, the result is all zeros: writes them and returns true. The loops
+// below may not run in that case, since an empty tensor can have other dimensions that are
+// huge (an out_backprop of [0, 2**61, 3, 1] exists) and iterating over them would hang.
+template <typename T>
+bool ZeroIfAnOperandIsEmpty(int64_t operand_a, int64_t operand_b, T* out, int64_t out_size) {
+  if (operand_a > 0 && operand_b > 0) return false;
+  using Acc = typename Accumulator<T>::type;
+  std::fill(out, out + out_size, FromAcc<T>(Acc(0)));
+  return true;
+}
+
 }  // namespace
 
 void SerialFor(int64_t units, int64_t, const std::function<void(int64_t, int64_t)>& fn) {
@@ -86,6 +97,9 @@ void SerialFor(int64_t units, int64_t, const std::function<void(int64_t, int64_t
 template <typename T>
 void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
                  const ParallelFor& parallel_for) {
+  if (ZeroIfAnOperandIsEmpty(g.input_elements(), g.filter_elements(), y, g.output_elements())) {
+    return;
+  }
   using Acc = typename Accumulator<T>::type;
   const int64_t G = g.groups, FI = g.filter_in_depth, K = g.out_depth;
   const int64_t Kg = g.out_depth_per_group(), KW = g.filter_cols;
@@ -128,6 +142,9 @@ void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T
 template <typename T>
 void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
                        const ParallelFor& parallel_for) {
+  if (ZeroIfAnOperandIsEmpty(g.filter_elements(), g.output_elements(), dx, g.input_elements())) {
+    return;
+  }
   using Acc = typename Accumulator<T>::type;
   const int64_t G = g.groups, FI = g.filter_in_depth, K = g.out_depth;
   const int64_t Kg = g.out_depth_per_group(), KW = g.filter_cols;
@@ -182,6 +199,9 @@ void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T
 template <typename T>
 void ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
                         const ParallelFor& parallel_for) {
+  if (ZeroIfAnOperandIsEmpty(g.input_elements(), g.output_elements(), dw, g.filter_elements())) {
+    return;
+  }
   using Acc = typename Accumulator<T>::type;
   const int64_t G = g.groups, FI = g.filter_in_depth, K = g.out_depth;
   const int64_t Kg = g.out_depth_per_group(), KW = g.filter_cols;
