@@ -494,3 +494,25 @@ class EmptyOperandWithHugeDimsTest(tf.test.TestCase):
         self.assertAllEqual(out, np.zeros([1, 3, 3, 2]))
         y = _lib.tf_ops_conv2d(tf.ones([1, 3, 3, 2]), tf.zeros([2**40, 1, 2, 0]), **attrs)
         self.assertEqual(y.shape, (1, 4, 3, 0))
+
+
+class UnrepresentableOutputShapeTest(tf.test.TestCase):
+    """Found by fuzzing tf_ops: TensorFlow's TensorShape aborts the process (CHECK) when the
+    running product of its dimensions overflows int64, even if a later dimension is 0. An
+    NCHW forward output [1, 2, 2**62 + 1, 0] has no elements but cannot be represented; it
+    must be an InvalidArgumentError, not an abort."""
+
+    def test_forward_output_with_an_overflowing_partial_product(self):
+        attrs = dict(strides=[1, 1, 1, 1], padding="EXPLICIT", data_format="NCHW",
+                     explicit_paddings=[0, 0, 0, 0, 2**62, 0, 0, 0])
+        x = tf.zeros([1, 1, 1, 0])
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                    r"output shape \[1, 2, 4611686018427387905, 0\] cannot be represented"):
+            _lib.tf_ops_conv2d(x, tf.zeros([1, 1, 1, 2]), **attrs)
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                    r"output shape \[1, 2, 4611686018427387905, 0\] cannot be represented"):
+            _lib.tf_ops_depthwise_conv2d_native(x, tf.zeros([1, 1, 1, 2]), **attrs)
+        # The same output in NHWC, [1, 2**62 + 1, 0, 2], is representable: an empty result.
+        nhwc = dict(attrs, data_format="NHWC", explicit_paddings=[0, 0, 2**62, 0, 0, 0, 0, 0])
+        y = _lib.tf_ops_conv2d(tf.zeros([1, 1, 0, 1]), tf.zeros([1, 1, 1, 2]), **nhwc)
+        self.assertEqual(y.shape, (1, 2**62 + 1, 0, 2))

@@ -181,15 +181,21 @@ Dims4 ActivationDims(const TensorShape& s, const ParsedAttrs& attrs) {
   return {s.dim_size(0), s.dim_size(attrs.row_dim), s.dim_size(attrs.col_dim),
           s.dim_size(attrs.depth_dim)};
 }
-TensorShape ActivationShape(const Dims4& d, const ParsedAttrs& attrs) {
-  TensorShape s;
-  int64_t dims[4];
+// TensorShape keeps the running product of its dimensions, in their order, and cannot hold a
+// shape whose partial product overflows int64 even when a later dimension is 0 (for example
+// NCHW [1, 2, 2**62 + 1, 0]); BuildTensorShape reports that instead of aborting.
+absl::Status ActivationShape(const Dims4& d, const ParsedAttrs& attrs, TensorShape* out) {
+  std::vector<int64_t> dims(4);
   dims[0] = d.n;
   dims[attrs.row_dim] = d.h;
   dims[attrs.col_dim] = d.w;
   dims[attrs.depth_dim] = d.c;
-  for (int64_t v : dims) s.AddDim(v);
-  return s;
+  absl::Status s = TensorShape::BuildTensorShape(dims, out);
+  if (!s.ok()) {
+    return InvalidArgument("output shape ", ListString(dims), " cannot be represented: ",
+                           s.message());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckRank4(const char* label, const char* what, const TensorShape& s) {
@@ -333,7 +339,8 @@ class ConvOp : public OpKernel {
     TensorShape out_shape;
     switch (dir) {
       case Direction::kForward:
-        out_shape = ActivationShape({g.batch, g.out_rows, g.out_cols, g.out_depth}, attrs_);
+        OP_REQUIRES_OK(ctx, ActivationShape({g.batch, g.out_rows, g.out_cols, g.out_depth},
+                                            attrs_, &out_shape));
         break;
       case Direction::kBackpropInput:
         out_shape = x_shape;
