@@ -44,6 +44,7 @@ import math
 import os
 import pathlib
 import sys
+import tempfile
 import traceback
 import zlib
 
@@ -54,6 +55,7 @@ import tensorflow as tf  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, reject, settings  # noqa: E402
 from hypothesis import seed as hypothesis_seed  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -987,6 +989,10 @@ def main(argv):
     parser.add_argument("--replay", help="a log file or one JSON input to run once")
     args = parser.parse_args(argv)
     faulthandler.enable(file=sys.stderr, all_threads=True)
+    # Hypothesis caches (constants it collects from source) even without a database; keep
+    # them out of the checkout.
+    if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        set_hypothesis_home_dir(pathlib.Path(tempfile.gettempdir()) / "tf_ops_fuzz_hypothesis")
     if args.replay:
         return replay(args.replay)
     if None in (args.kind, args.seed, args.examples, args.log):
