@@ -29,3 +29,40 @@ def random_config(rng, depthwise=False, max_size=10, plain=False):
                           (dh, dw), padding, pads, depthwise)
         if cfg is not None:
             return cfg
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def fits_int64(*values):
+    return all(INT64_MIN <= v <= INT64_MAX for v in values)
+
+
+def trunc_div(a, b):
+    """Integer division truncating toward zero, as C++ does."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def window_int64(in_size, k, dilation, stride, padding, pads=(0, 0)):
+    """One spatial dimension as tf_ops' geometry computes it in int64, modelled with
+    unbounded integers: (out, pad_before, pad_after, overflow), where `overflow` says an
+    intermediate of the computation, or the output size itself, does not fit in int64.
+    `padding` is "SAME", "VALID" or "EXPLICIT"; `pads` are read for EXPLICIT only."""
+    eff = (k - 1) * dilation + 1
+    over = not fits_int64((k - 1) * dilation, eff)
+    if padding == "SAME":
+        size = -(-in_size // stride)
+        need = 0
+        if size > 0:
+            reach = (size - 1) * stride + eff
+            over |= not fits_int64((size - 1) * stride, reach)
+            need = max(0, reach - in_size)
+        before, after = need // 2, need - need // 2
+    else:
+        before, after = pads if padding == "EXPLICIT" else (0, 0)
+        span = in_size + before + after - eff
+        over |= not fits_int64(in_size + before, in_size + before + after, span)
+        size = span // stride + 1 if span >= 0 else trunc_div(span + stride, stride)
+        over |= not fits_int64(size)
+    return size, before, after, over

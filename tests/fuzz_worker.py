@@ -69,8 +69,7 @@ assert not pathlib.Path(tf_ops.__file__).resolve().is_relative_to(HERE.parent), 
 
 tf.get_logger().setLevel("ERROR")
 
-INT64_MAX = 2**63 - 1
-INT64_MIN = -2**63
+INT64_MAX = common.INT64_MAX
 INT32_MAX = 2**31 - 1
 
 # Attribute values the issue asks for, and dims/sizes that stress the size arithmetic.
@@ -204,47 +203,12 @@ def sequential_overflow(dims):
     return False
 
 
-def fits(v):
-    return INT64_MIN <= v <= INT64_MAX
-
-
-def trunc_div(a, b):
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
 # ----------------------------------------------------------------------------------------
 # The model: which inputs must give a result, which must give an error.
 
-def window(in_size, k, dilation, stride, padding, pads):
-    """Exact (out, pad_before, pad_after, overflow) of one spatial dimension; `overflow`
-    says a 64-bit intermediate of the kernel's arithmetic would overflow."""
-    over = False
-    eff = (k - 1) * dilation
-    over |= not fits(eff)
-    eff += 1
-    over |= not fits(eff)
-    if padding == "SAME":
-        size = -(-in_size // stride)
-        if size > 0:
-            need = (size - 1) * stride
-            over |= not fits(need)
-            need += eff
-            over |= not fits(need)
-            need = max(0, need - in_size)
-        else:
-            need = 0
-        before, after = need // 2, need - need // 2
-    else:
-        before, after = pads if padding == "EXPLICIT" else (0, 0)
-        span = in_size + before
-        over |= not fits(span)
-        span += after
-        over |= not fits(span)
-        span -= eff
-        over |= not fits(span)
-        size = span // stride + 1 if span >= 0 else trunc_div(span + stride, stride)
-    return size, before, after, over
+# One spatial dimension: the model of the geometry's int64 arithmetic shared with
+# test_geometry_int64.py.
+window = common.window_int64
 
 
 def predict(case):

@@ -11,32 +11,20 @@ import tempfile
 
 import tensorflow as tf
 
-from tf_ops import reference
+import common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-INT64_MAX = 2**63 - 1
+INT64_MAX = common.INT64_MAX
 
 
-def _fits(*values):
-    return all(-(2**63) <= v <= INT64_MAX for v in values)
+_PADDING = {"S": "SAME", "V": "VALID", "E": "EXPLICIT"}
 
 
 def _exact_window(size, k, d, s, padding, before, after):
     """What the geometry must return: ('OK', out, before, after) or 'overflow' or 'negative'."""
-    eff = (k - 1) * d + 1
-    if padding == "S":
-        out = -(-size // s)
-        need = max(0, (out - 1) * s + eff - size) if out > 0 else 0
-        if not _fits(eff, (out - 1) * s + eff if out > 0 else 0):
-            return "overflow"
-        return ("OK", out, need // 2, need - need // 2)
-    if padding == "V":
-        before = after = 0
-    span = size + before + after - eff
-    if not _fits(eff, size + before, size + before + after, span):
-        return "overflow"
-    out = reference._div_trunc(span + s, s)
-    if not _fits(out):
+    out, before, after, overflow = common.window_int64(size, k, d, s, _PADDING[padding],
+                                                       (before, after))
+    if overflow:
         return "overflow"
     return ("OK", out, before, after) if out >= 0 else "negative"
 
