@@ -77,10 +77,6 @@ def _attrs(cfg):
                 dilations=cfg["dilations"])
 
 
-def _lib():
-    return load_library()
-
-
 def run_ours(kind, cfg, arrays, dtype):
     x, w, dy = (tf.constant(arrays[k], dtype=dtype) for k in ("x", "w", "dy"))
     return run_ours_tensors(kind, cfg, x, w, dy).numpy()
@@ -88,7 +84,7 @@ def run_ours(kind, cfg, arrays, dtype):
 
 def run_ours_tensors(kind, cfg, x, w, dy):
     """The tf_ops op of `kind` on tensors x, w and dy (each op uses two of them)."""
-    lib, a = _lib(), _attrs(cfg)
+    lib, a = load_library(), _attrs(cfg)
     x_shape = tf.constant(cfg["x_shape"], tf.int32)
     w_shape = tf.constant(cfg["filter_shape"], tf.int32)
     if kind == "conv2d":
@@ -141,6 +137,8 @@ def builtin_supports(kind, cfg, dtype):
 def run_builtin(kind, cfg, arrays, dtype):
     """TensorFlow's built-in op, or None where it refuses the configuration on this device.
     The V2 ops have no built-in kernel; they are compared with the V1 op they equal."""
+    if not builtin_supports(kind, cfg, dtype):
+        return None
     a = _attrs(cfg)
     x, w, dy = (tf.constant(arrays[k], dtype=dtype) for k in ("x", "w", "dy"))
     xs = tf.constant(cfg["x_shape"], tf.int32)
@@ -158,8 +156,6 @@ def run_builtin(kind, cfg, arrays, dtype):
         "depthwise_backprop_filter":
             lambda: raw.DepthwiseConv2dNativeBackpropFilter(input=x, filter_sizes=ws, out_backprop=dy, **a),
     }
-    if not builtin_supports(kind, cfg, dtype):
-        return None
     try:
         return ops[kind]().numpy()
     except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError, tf.errors.NotFoundError,
