@@ -7,6 +7,7 @@ loader reads to explain a version mismatch.
 import concurrent.futures
 import json
 import os
+import platform
 import shlex
 import subprocess
 import sys
@@ -18,9 +19,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = [
     "cc/core/conv_geometry.cc",
     "cc/core/cpu/conv_cpu.cc",
+    "cc/core/cpu/conv_fast.cc",
+    "cc/core/cpu/microkernels_generic.cc",
     "cc/ops/conv_ops.cc",
     "cc/kernels/conv_kernels.cc",
 ]
+# The micro-kernels are built once per instruction set and chosen at run time
+# (cc/core/cpu/microkernels.h); only those files get the instruction-set flags. Their sums
+# use fused multiply-adds where the instruction set has them (-ffp-contract=fast).
+# -Wno-psabi: 64-byte vector values never cross a call boundary there (all helpers are
+# always_inline), so GCC's note about their calling convention does not apply.
+MICROKERNEL_FLAGS = {
+    "cc/core/cpu/microkernels_generic.cc": ["-ffp-contract=fast", "-Wno-psabi"],
+    "cc/core/cpu/microkernels_avx2.cc": ["-ffp-contract=fast", "-Wno-psabi", "-mavx2", "-mfma",
+                                         "-mf16c"],
+    "cc/core/cpu/microkernels_avx512.cc": ["-ffp-contract=fast", "-mavx512f", "-mavx512vl",
+                                           "-mavx512bw", "-mavx512dq", "-mfma", "-mf16c"],
+}
+if platform.machine().lower() in ("x86_64", "amd64"):
+    SOURCES += ["cc/core/cpu/microkernels_avx2.cc", "cc/core/cpu/microkernels_avx512.cc"]
 WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
 UBSAN_FOR_TF_HEADERS = ("signed-integer-overflow,integer-divide-by-zero,shift,bounds,vla-bound,"
                       "float-cast-overflow,float-divide-by-zero,alignment,bool,enum,unreachable,"
@@ -69,7 +86,7 @@ class BuildTfOpsLibrary(build_ext):
 
         def compile_one(src):
             obj = os.path.join(obj_dir, src.replace("/", "_") + ".o")
-            flags = compile_flags
+            flags = compile_flags + MICROKERNEL_FLAGS.get(src, [])
             if sanitize:
                 # GCC's null and nonnull-attribute checks turn constexpr code in TensorFlow's
                 # absl headers into errors; the TF-including glue gets every other check, the

@@ -1,4 +1,5 @@
 """Loads tf_ops/_tf_ops.so once, and explains any failure in terms a user can act on."""
+import ctypes
 import json
 import os
 
@@ -49,3 +50,13 @@ def load_library():
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, OSError) as e:
         raise ImportError(f"tf_ops: could not load {path}: {e}. {advice}") from e
     return _LIBRARY
+
+
+def cpu_kernel_isa():
+    """The instruction set of the CPU micro-kernels this processor runs: "avx512", "avx2" or
+    "generic". Chosen once per process from what the processor and OS support, capped by the
+    environment variable TF_OPS_CPU_ISA ("generic", "avx2" or "avx512") if it is set."""
+    load_library()
+    fn = ctypes.CDLL(library_path()).TfOpsCpuKernelIsa
+    fn.restype = ctypes.c_char_p
+    return fn().decode()

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/conv_fast.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -440,3 +441,9 @@ TF_OPS_REGISTER_WITH_INT32(int32_t)
 
 }  // namespace
 }  // namespace tf_ops
+
+// The instruction set of the CPU micro-kernels chosen at run time ("avx512", "avx2" or
+// "generic"), for tf_ops.cpu_kernel_isa() (through ctypes).
+extern "C" __attribute__((visibility("default"))) const char* TfOpsCpuKernelIsa() {
+  return tf_ops::cpu::FastKernelIsa();
+}

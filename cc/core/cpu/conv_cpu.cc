@@ -1,9 +1,12 @@
 #include "cc/core/cpu/conv_cpu.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
+#include "cc/core/cpu/conv_fast.h"
 
 namespace tf_ops {
 namespace cpu {
@@ -95,8 +98,8 @@ void SerialFor(int64_t units, int64_t, const std::function<void(int64_t, int64_t
 }
 
 template <typename T>
-void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
-                 const ParallelFor& parallel_for) {
+void DirectConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
+                       const ParallelFor& parallel_for) {
   if (ZeroIfAnOperandIsEmpty(g.input_elements(), g.filter_elements(), y, g.output_elements())) {
     return;
   }
@@ -140,8 +143,8 @@ void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T
 }
 
 template <typename T>
-void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
-                       const ParallelFor& parallel_for) {
+void DirectConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy,
+                             T* dx, const ParallelFor& parallel_for) {
   if (ZeroIfAnOperandIsEmpty(g.filter_elements(), g.output_elements(), dx, g.input_elements())) {
     return;
   }
@@ -197,8 +200,8 @@ void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T
 }
 
 template <typename T>
-void ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
-                        const ParallelFor& parallel_for) {
+void DirectConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy,
+                              T* dw, const ParallelFor& parallel_for) {
   if (ZeroIfAnOperandIsEmpty(g.input_elements(), g.output_elements(), dw, g.filter_elements())) {
     return;
   }
@@ -251,13 +254,50 @@ void ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const 
   });
 }
 
+namespace {
+bool DirectKernelsForced() {
+  const char* v = std::getenv("TF_OPS_CPU_KERNELS");
+  return v != nullptr && std::strcmp(v, "direct") == 0;
+}
+}  // namespace
+
+template <typename T>
+void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
+                 const ParallelFor& parallel_for) {
+  if (DirectKernelsForced() || !FastConvForward(g, layout, x, w, y, parallel_for)) {
+    DirectConvForward(g, layout, x, w, y, parallel_for);
+  }
+}
+
+template <typename T>
+void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
+                       const ParallelFor& parallel_for) {
+  if (DirectKernelsForced() || !FastConvBackpropInput(g, layout, w, dy, dx, parallel_for)) {
+    DirectConvBackpropInput(g, layout, w, dy, dx, parallel_for);
+  }
+}
+
+template <typename T>
+void ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
+                        const ParallelFor& parallel_for) {
+  if (DirectKernelsForced() || !FastConvBackpropFilter(g, layout, x, dy, dw, parallel_for)) {
+    DirectConvBackpropFilter(g, layout, x, dy, dw, parallel_for);
+  }
+}
+
 #define TF_OPS_INSTANTIATE(T)                                                              \
   template void ConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,        \
                                const ParallelFor&);                                        \
   template void ConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*, T*,  \
                                      const ParallelFor&);                                  \
   template void ConvBackpropFilter<T>(const ConvGeometry&, Layout, const T*, const T*, T*, \
-                                      const ParallelFor&);
+                                      const ParallelFor&);                                  \
+  template void DirectConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,  \
+                                     const ParallelFor&);                                  \
+  template void DirectConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*, \
+                                           T*, const ParallelFor&);                        \
+  template void DirectConvBackpropFilter<T>(const ConvGeometry&, Layout, const T*,         \
+                                            const T*, T*, const ParallelFor&);
 TF_OPS_INSTANTIATE(float)
 TF_OPS_INSTANTIATE(double)
 TF_OPS_INSTANTIATE(Eigen::half)

@@ -31,6 +31,11 @@ void SerialFor(int64_t units, int64_t cost_per_unit,
                const std::function<void(int64_t, int64_t)>& fn);
 
 // x, dx, y and dy are in `layout`; w and dw are [KH, KW, FI, K].
+//
+// ConvForward, ConvBackpropInput and ConvBackpropFilter run the fast kernels of
+// conv_fast.h where they apply (float, half, bfloat16) and the direct loops below
+// otherwise, or everywhere when the environment variable TF_OPS_CPU_KERNELS is "direct"
+// (read at every call, so tests can compare the two in one process).
 template <typename T>
 void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
                  const ParallelFor& parallel_for);
@@ -42,6 +47,20 @@ void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T
 template <typename T>
 void ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
                         const ParallelFor& parallel_for);
+
+// The direct loops: one output element at a time, the oracle the fast kernels are
+// tested against.
+template <typename T>
+void DirectConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
+                       const ParallelFor& parallel_for);
+
+template <typename T>
+void DirectConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy,
+                             T* dx, const ParallelFor& parallel_for);
+
+template <typename T>
+void DirectConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy,
+                              T* dw, const ParallelFor& parallel_for);
 
 }  // namespace cpu
 }  // namespace tf_ops

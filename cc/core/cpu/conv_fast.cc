@@ -1,0 +1,837 @@
+#include "cc/core/cpu/conv_fast.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
+#include "cc/core/cpu/microkernels.h"
+
+namespace tf_ops {
+namespace cpu {
+
+const KernelTable& Kernels() {
+  static const KernelTable* const table = [] {
+    const char* env = std::getenv("TF_OPS_CPU_ISA");
+    const std::string cap = env != nullptr ? env : "";
+    const bool allow_avx512 = cap.empty() || cap == "avx512";
+    const bool allow_avx2 = allow_avx512 || cap == "avx2";
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (allow_avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+      return Avx512Kernels();
+    }
+    if (allow_avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c")) {
+      return Avx2Kernels();
+    }
+#else
+    (void)allow_avx2;
+#endif
+    return GenericKernels();
+  }();
+  return *table;
+}
+
+const char* FastKernelIsa() { return Kernels().isa; }
+
+namespace {
+
+template <typename T>
+constexpr int KindOf() {
+  if constexpr (std::is_same_v<T, float>) {
+    return kElemF32;
+  } else if constexpr (std::is_same_v<T, Eigen::half>) {
+    return kElemF16;
+  } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    return kElemBF16;
+  } else {
+    return -1;
+  }
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Floor and ceiling of a / b for b > 0 and any sign of a.
+int64_t FloorDivSigned(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+int64_t CeilDivSigned(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+// The thread pool's cost estimate for one work unit, from a floating-point operation count.
+int64_t Cost(double ops) {
+  return ops < 1 ? 1 : ops > 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ops);
+}
+
+// Work units a pass is split into, at least, where its shape allows: enough for any thread
+// count a CPU pool is likely to have. Fixed, so that the split, and with it every sum, does
+// not depend on the number of threads.
+constexpr int64_t kMinUnits = 16;
+// Floats of packed filter one reduction chunk may span, to stay in the L2 cache.
+constexpr int64_t kPanelFloats = 48 * 1024;
+// Output pixels per work unit of the indirect passes.
+constexpr int64_t kPixelsPerBlock = 96;
+
+// dst[c * rows + r] = src[r * cols + c]: one image between NHWC ([rows = pixels][cols =
+// channels]) and NCHW, in square blocks.
+template <typename T>
+void Transpose(const T* src, int64_t rows, int64_t cols, T* dst, const ParallelFor& parallel_for) {
+  constexpr int64_t kBlock = 32;
+  const int64_t row_blocks = CeilDiv(rows, kBlock), col_blocks = CeilDiv(cols, kBlock);
+  parallel_for(row_blocks * col_blocks, kBlock * kBlock * 2, [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t r0 = unit / col_blocks * kBlock, c0 = unit % col_blocks * kBlock;
+      const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
+      for (int64_t c = c0; c < c1; ++c) {
+        for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Indirect passes (forward and backprop input).
+
+// One spatial dimension of an indirect pass: which source index each computed index reads
+// through each filter tap. Forward: computed = output, source = input,
+// s = o * stride - pad + t * dilation. Backprop input (`transposed`): computed = input,
+// source = output gradient, s = (i + pad - t * dilation) / stride where that divides.
+// Computed indices are grouped in classes of equal residue modulo the stride (one class
+// for forward); all members of a class read through the same candidate taps, and the
+// source index is affine in the member's position j within its class:
+// s = base[tap] + j * mult.
+struct DimMap {
+  int64_t size = 0, src_size = 0, stride = 1, pad = 0, dilation = 1, taps = 0;
+  bool transposed = false;
+  // Class c has members c, c + step, c + 2 * step, ... below size.
+  int64_t classes() const { return transposed ? std::min(stride, size) : (size > 0 ? 1 : 0); }
+  int64_t step() const { return transposed ? stride : 1; }
+  int64_t count(int64_t c) const { return CeilDiv(size - c, step()); }
+  int64_t mult() const { return transposed ? 1 : stride; }
+  // The candidate taps of class c and the base of each.
+  void Candidates(int64_t c, std::vector<int64_t>* taps_out, std::vector<int64_t>* bases) const {
+    for (int64_t t = 0; t < taps; ++t) {
+      if (!transposed) {
+        taps_out->push_back(t);
+        bases->push_back(t * dilation - pad);
+      } else if ((c + pad - t * dilation) % stride == 0) {
+        taps_out->push_back(t);
+        bases->push_back((c + pad - t * dilation) / stride);
+      }
+    }
+  }
+};
+
+// Where one column block of an indirect pass reads and writes.
+struct ColumnBlock {
+  int64_t src_offset = 0;  // channel offset in each source pixel
+  int64_t dst_offset = 0;  // channel offset in each computed pixel
+  int64_t width = 0;       // valid columns (<= nb)
+  const float* panel = nullptr;  // packed filter of tap 0; tap t at panel + t * tap_stride
+  int64_t tap_stride = 0;
+};
+
+// The tile kernel of an indirect pass: (tiles, taps, a, pixel_step, b, depth, width, c, ldc,
+// accumulate). With pixel_step 0, a holds one pointer per (tap, pixel) of one tile; else one
+// per tap for a run of `tiles` tiles, pixel p of the run being p * pixel_step elements on.
+// Pixel p's results go to c + p * ldc.
+using TileKernel = std::function<void(int64_t, int64_t, const void* const*, int64_t,
+                                      const float* const*, int64_t, int64_t, float*, int64_t,
+                                      bool)>;
+
+// Runs an indirect pass: dst[n, oh, ow, dst_offset + j] for every computed pixel and column,
+// from source pixels src[n, sh, sw, src_offset + k0 + r] and the packed filter, through
+// `kernel`. Source and destination are NHWC with `src_channels` / `dst_channels` per pixel.
+// `depth` (0 for depthwise) is the reduction length per tap, taken in chunks of `chunk`.
+template <typename T, typename ColumnFn>
+void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols,
+                 int mr, int nb, const T* src, int64_t src_channels, T* dst,
+                 int64_t dst_channels, int64_t column_blocks, int64_t depth, int64_t chunk,
+                 const ColumnFn& column, const TileKernel& kernel,
+                 const ParallelFor& parallel_for) {
+  struct Class {
+    int64_t h, w, pixels, first_block;
+    std::vector<int64_t> taps_h, taps_w, base_h, base_w;
+  };
+  const int64_t tiles_per_block = std::max<int64_t>(1, kPixelsPerBlock / mr);
+  std::vector<Class> classes;
+  int64_t blocks = 0;
+  for (int64_t ch = 0; ch < dh.classes(); ++ch) {
+    for (int64_t cw = 0; cw < dw.classes(); ++cw) {
+      Class c{ch, cw, batch * dh.count(ch) * dw.count(cw), blocks, {}, {}, {}, {}};
+      dh.Candidates(ch, &c.taps_h, &c.base_h);
+      dw.Candidates(cw, &c.taps_w, &c.base_w);
+      blocks += CeilDiv(CeilDiv(c.pixels, mr), tiles_per_block);
+      classes.push_back(std::move(c));
+    }
+  }
+  std::vector<T> zeros(std::max<int64_t>({depth, static_cast<int64_t>(nb), 1}), T(0.0f));
+  const int64_t max_taps = dh.taps * dw.taps;
+  const double unit_cost = 2.0 * kPixelsPerBlock * nb * std::max<int64_t>(depth, 1) * max_taps /
+                           (1.0 * dh.step() * dw.step());
+
+  parallel_for(blocks * column_blocks, Cost(unit_cost), [&](int64_t begin, int64_t end) {
+    const int64_t block_pixels = tiles_per_block * mr;
+    std::vector<float> cbuf(block_pixels * nb);
+    std::vector<int64_t> dst_pixel(block_pixels);
+    std::vector<int64_t> src_pixel(tiles_per_block * max_taps * mr);
+    std::vector<int64_t> tap_of(tiles_per_block * max_taps), tap_count(tiles_per_block);
+    // run[tile]: for the first tile of a run of affine tiles along one row, the run's
+    // length; 0 for the run's other tiles and for tiles that are not affine.
+    std::vector<int64_t> run(tiles_per_block);
+    std::vector<char> stored(tiles_per_block);  // results already written to dst
+    std::vector<const void*> a(max_taps * mr);
+    std::vector<const float*> b(max_taps);
+    // Per pixel of a tile: the source row index (n * src_rows + row, or -1) of each
+    // candidate row tap, and the source column of each candidate column tap (or -1).
+    std::vector<int64_t> src_row(mr * dh.taps), src_col(mr * dw.taps);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t block = unit / column_blocks, cb = unit % column_blocks;
+      const Class& cls = *(std::upper_bound(classes.begin(), classes.end(), block,
+                                            [](int64_t b, const Class& c) { return b < c.first_block; }) - 1);
+      const int64_t p0 = (block - cls.first_block) * block_pixels;
+      const int64_t p1 = std::min(cls.pixels, p0 + block_pixels);
+      const int64_t rows = dh.count(cls.h), cols = dw.count(cls.w);
+      const int64_t taps_h = static_cast<int64_t>(cls.taps_h.size());
+      const int64_t taps_w = static_cast<int64_t>(cls.taps_w.size());
+      const ColumnBlock col = column(cb);
+      // Position of pixel p0 in its class: image n, class row i, class column j.
+      int64_t n = p0 / (rows * cols), i = p0 / cols % rows, j = p0 % cols;
+      // Which source pixel each (tile, tap, pixel) reads; taps no pixel of a tile reads are
+      // dropped from that tile.
+      const int64_t tiles = CeilDiv(p1 - p0, mr);
+      int64_t run_start = -1;  // the run the next affine tile joins, if any
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        const int64_t valid = std::min<int64_t>(mr, p1 - p0 - tile * mr);
+        int64_t* tile_src = src_pixel.data() + tile * max_taps * mr;
+        int64_t* tile_taps = tap_of.data() + tile * max_taps;
+        // A tile of whole pixels in one row that every candidate tap reads inside the source
+        // is affine: pixel m of tap t is pixel 0's source + m * mult columns.
+        bool interior = valid == mr && j + mr <= cols && taps_h > 0 && taps_w > 0;
+        for (int64_t a = 0; a < taps_h && interior; ++a) {
+          const int64_t r = cls.base_h[a] + i * dh.mult();
+          interior = r >= 0 && r < dh.src_size;
+        }
+        for (int64_t a = 0; a < taps_w && interior; ++a) {
+          const int64_t c0 = cls.base_w[a] + j * dw.mult(), c1 = c0 + (mr - 1) * dw.mult();
+          interior = c0 >= 0 && c1 < dw.src_size;
+        }
+        run[tile] = 0;
+        if (!interior) run_start = -1;
+        if (interior && run_start >= 0) {
+          ++run[run_start];
+          tap_count[tile] = -1;
+        } else if (interior) {
+          int64_t count = 0;
+          for (int64_t ah = 0; ah < taps_h; ++ah) {
+            const int64_t row = n * dh.src_size + cls.base_h[ah] + i * dh.mult();
+            for (int64_t aw = 0; aw < taps_w; ++aw) {
+              tile_src[count * mr] = row * dw.src_size + cls.base_w[aw] + j * dw.mult();
+              tile_taps[count++] = cls.taps_h[ah] * filter_cols + cls.taps_w[aw];
+            }
+          }
+          tap_count[tile] = count;
+          run[tile] = 1;
+          run_start = tile;
+        }
+        if (interior) {
+          const int64_t first = (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
+          for (int64_t m = 0; m < mr; ++m) dst_pixel[tile * mr + m] = first + m * dw.step();
+          if ((j += mr) == cols) {
+            j = 0;
+            run_start = -1;
+            if (++i == rows) i = 0, ++n;
+          }
+          continue;
+        }
+        for (int64_t m = 0; m < mr; ++m) {
+          if (m >= valid) {
+            dst_pixel[tile * mr + m] = -1;
+            for (int64_t a = 0; a < taps_h; ++a) src_row[m * dh.taps + a] = -1;
+            continue;
+          }
+          dst_pixel[tile * mr + m] =
+              (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
+          for (int64_t a = 0; a < taps_h; ++a) {
+            const int64_t r = cls.base_h[a] + i * dh.mult();
+            src_row[m * dh.taps + a] = r >= 0 && r < dh.src_size ? n * dh.src_size + r : -1;
+          }
+          for (int64_t a = 0; a < taps_w; ++a) {
+            const int64_t c = cls.base_w[a] + j * dw.mult();
+            src_col[m * dw.taps + a] = c >= 0 && c < dw.src_size ? c : -1;
+          }
+          if (++j == cols) {
+            j = 0;
+            if (++i == rows) i = 0, ++n;
+          }
+        }
+        int64_t count = 0;
+        for (int64_t ah = 0; ah < taps_h; ++ah) {
+          for (int64_t aw = 0; aw < taps_w; ++aw) {
+            bool any = false;
+            int64_t* s = tile_src + count * mr;
+            for (int64_t m = 0; m < mr; ++m) {
+              const int64_t r = src_row[m * dh.taps + ah];
+              const int64_t c = m < valid ? src_col[m * dw.taps + aw] : -1;
+              s[m] = r >= 0 && c >= 0 ? r * dw.src_size + c : -1;
+              any |= s[m] >= 0;
+            }
+            if (any) tile_taps[count++] = cls.taps_h[ah] * filter_cols + cls.taps_w[aw];
+          }
+        }
+        tap_count[tile] = count;
+      }
+      // Reduction chunks outermost, so that one chunk of the packed filter serves every tile.
+      const int64_t chunks = depth > 0 ? CeilDiv(depth, chunk) : 1;
+      std::fill(stored.begin(), stored.end(), 0);
+      for (int64_t k = 0; k < chunks; ++k) {
+        const int64_t k0 = k * chunk, len = depth > 0 ? std::min(chunk, depth - k0) : 0;
+        for (int64_t tile = 0; tile < tiles; ++tile) {
+          float* c = cbuf.data() + tile * mr * nb;
+          const bool affine = run[tile] > 0;
+          if (!affine && tap_count[tile] < 0) continue;  // inside an affine run
+          const int64_t count = tap_count[tile];
+          if (count == 0) {
+            if (k == 0) std::fill(c, c + mr * nb, 0.0f);
+            continue;
+          }
+          const int64_t* tile_src = src_pixel.data() + tile * max_taps * mr;
+          const int64_t offset = col.src_offset + k0;
+          for (int64_t t = 0; t < count; ++t) {
+            b[t] = col.panel + tap_of[tile * max_taps + t] * col.tap_stride + k0 * nb;
+          }
+          if (affine) {
+            for (int64_t t = 0; t < count; ++t) a[t] = src + tile_src[t * mr] * src_channels + offset;
+            int64_t ldc = nb;
+            if constexpr (std::is_same_v<T, float>) {
+              // Float results of whole column blocks go straight to their place in dst.
+              if (col.width == nb) {
+                c = dst + dst_pixel[tile * mr] * dst_channels + col.dst_offset;
+                ldc = dw.step() * dst_channels;
+                std::fill(stored.begin() + tile, stored.begin() + tile + run[tile], 1);
+              }
+            }
+            kernel(run[tile], count, a.data(), dw.mult() * src_channels, b.data(), len, col.width,
+                   c, ldc, k > 0);
+            continue;
+          }
+          for (int64_t t = 0; t < count; ++t) {
+            for (int64_t m = 0; m < mr; ++m) {
+              const int64_t s = tile_src[t * mr + m];
+              a[t * mr + m] = s < 0 ? static_cast<const void*>(zeros.data())
+                                    : static_cast<const void*>(src + s * src_channels + offset);
+            }
+          }
+          kernel(1, count, a.data(), 0, b.data(), len, col.width, c, nb, k > 0);
+        }
+      }
+      for (int64_t q = 0; q < tiles * mr; ++q) {
+        if (dst_pixel[q] < 0 || stored[q / mr]) continue;
+        T* out = dst + dst_pixel[q] * dst_channels + col.dst_offset;
+        const float* c = cbuf.data() + q * nb;
+        for (int64_t j = 0; j < col.width; ++j) out[j] = static_cast<T>(c[j]);
+      }
+    }
+  });
+}
+
+// The gemm micro-kernel whose column width wastes the fewest lanes on `columns` (ties go
+// to the wider one).
+const GemmKernel& PickGemm(int64_t columns) {
+  const KernelTable& table = Kernels();
+  const GemmKernel* best = &table.gemm[0];
+  for (const GemmKernel& k : table.gemm) {
+    if (CeilDiv(columns, k.nb) * k.nb <= CeilDiv(columns, best->nb) * best->nb) best = &k;
+  }
+  return *best;
+}
+
+DimMap ForwardDim(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t dilation,
+                  int64_t taps) {
+  DimMap d;
+  d.size = out, d.src_size = in, d.stride = stride, d.pad = pad, d.dilation = dilation;
+  d.taps = taps;
+  return d;
+}
+
+DimMap TransposedDim(int64_t in, int64_t out, int64_t stride, int64_t pad, int64_t dilation,
+                     int64_t taps) {
+  DimMap d = ForwardDim(in, out, stride, pad, dilation, taps);
+  d.transposed = true;
+  return d;
+}
+
+// Depthwise channels [begin, end) handled by one kernel shape.
+struct ChannelSegment {
+  int64_t begin, end;
+  const DepthwiseKernel* kernel;
+};
+
+// The channels in blocks of the widest depthwise kernel that fits, then narrower ones; a
+// remainder under 16 goes with the 16-wide kernel, which sums it in scalar code.
+std::vector<ChannelSegment> DepthwiseSegments(int64_t channels) {
+  const KernelTable& table = Kernels();
+  std::vector<ChannelSegment> out;
+  int64_t begin = 0;
+  for (int i = 2; i >= 0; --i) {
+    const int64_t nb = table.dw[i].nb;
+    const int64_t end = i == 0 ? channels : begin + (channels - begin) / nb * nb;
+    if (end > begin && (out.empty() || out.back().kernel != &table.dw[i])) {
+      out.push_back({begin, end, &table.dw[i]});
+      begin = end;
+    }
+  }
+  return out;
+}
+
+bool IsDepthwiseOne(const ConvGeometry& g) {
+  return g.filter_in_depth == 1 && g.groups == g.in_depth && g.out_depth == g.in_depth;
+}
+
+// Grouped GEMM or depthwise over the indirection table, NHWC, any batch. `forward` picks
+// the direction: forward reads x and writes y, otherwise reads dy and writes dx.
+template <typename T>
+void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
+                  const ParallelFor& parallel_for) {
+  constexpr int kind = KindOf<T>();
+  const int64_t taps = g.filter_rows * g.filter_cols;
+  const int64_t FI = g.filter_in_depth, K = g.out_depth, G = g.groups;
+  const int64_t Kg = g.out_depth_per_group();
+  DimMap dh, dw;
+  if (forward) {
+    dh = ForwardDim(g.out_rows, g.in_rows, g.stride_rows, g.pad_top, g.dilation_rows, g.filter_rows);
+    dw = ForwardDim(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, g.filter_cols);
+  } else {
+    dh = TransposedDim(g.in_rows, g.out_rows, g.stride_rows, g.pad_top, g.dilation_rows, g.filter_rows);
+    dw = TransposedDim(g.in_cols, g.out_cols, g.stride_cols, g.pad_left, g.dilation_cols, g.filter_cols);
+  }
+  const int64_t src_channels = forward ? g.in_depth : K, dst_channels = forward ? K : g.in_depth;
+
+  if (IsDepthwiseOne(g)) {
+    // One filter value per (tap, channel); the same for both directions. Channels go in
+    // blocks of the widest kernel, then of 16, then a scalar remainder, each segment one
+    // pass of its own tile shape.
+    const int64_t C = g.in_depth;
+    std::vector<float> panel(taps * C);
+    for (int64_t i = 0; i < taps * C; ++i) panel[i] = static_cast<float>(w[i]);
+    for (const ChannelSegment& seg : DepthwiseSegments(C)) {
+      const DepthwiseKernel& dk = *seg.kernel;
+      const int nb = dk.nb, mr = dk.mr;
+      const auto column = [&](int64_t cb) {
+        ColumnBlock col;
+        col.src_offset = col.dst_offset = seg.begin + cb * nb;
+        col.width = std::min<int64_t>(nb, seg.end - col.src_offset);
+        col.panel = panel.data() + col.src_offset;
+        col.tap_stride = C;
+        return col;
+      };
+      const DepthwiseIndirectFn indirect = dk.indirect[kind];
+      const DepthwiseAffineFn affine = dk.affine[kind];
+      const TileKernel kernel = [&](int64_t tiles, int64_t count, const void* const* a,
+                                    int64_t pixel_step, const float* const* b, int64_t,
+                                    int64_t width, float* c, int64_t ldc, bool accumulate) {
+        if (width == nb) {
+          if (pixel_step > 0) return affine(tiles, count, a, pixel_step, b, c, ldc, accumulate);
+          return indirect(count, a, b, c, accumulate);
+        }
+        // Fewer than 16 channels left: a whole vector could read past the tensor's end.
+        for (int64_t m = 0; m < tiles * mr; ++m) {
+          for (int64_t j = 0; j < width; ++j) {
+            float sum = accumulate ? c[m * nb + j] : 0.0f;
+            for (int64_t t = 0; t < count; ++t) {
+              const T* p = pixel_step > 0 ? static_cast<const T*>(a[t]) + m * pixel_step
+                                          : static_cast<const T*>(a[t * mr + m]);
+              sum += static_cast<float>(p[j]) * b[t][j];
+            }
+            c[m * nb + j] = sum;
+          }
+        }
+      };
+      RunIndirect(g.batch, dh, dw, g.filter_cols, mr, nb, src, src_channels, dst, dst_channels,
+                  CeilDiv(seg.end - seg.begin, nb), 0, 1, column, kernel, parallel_for);
+    }
+    return;
+  }
+
+  // Grouped GEMM: per group, columns are the destination channels of the group (forward: Kg
+  // output channels; backprop input: FI input channels), the reduction runs over the
+  // source channels of the group (FI; Kg) for every tap.
+  const int64_t dst_group = forward ? Kg : FI, src_group = forward ? FI : Kg;
+  const GemmKernel& gk = PickGemm(dst_group);
+  const int nb = gk.nb;
+  const int64_t blocks = CeilDiv(dst_group, nb);
+  // panel[((grp * blocks + cb) * taps + t) * src_group + r][j]
+  std::vector<float> panel(G * blocks * taps * src_group * nb, 0.0f);
+  for (int64_t grp = 0; grp < G; ++grp) {
+    for (int64_t cb = 0; cb < blocks; ++cb) {
+      for (int64_t t = 0; t < taps; ++t) {
+        float* p = panel.data() + ((grp * blocks + cb) * taps + t) * src_group * nb;
+        for (int64_t r = 0; r < src_group; ++r) {
+          for (int64_t j = 0; j < nb && cb * nb + j < dst_group; ++j) {
+            const int64_t d = cb * nb + j;
+            // w[t][ci][k]: forward (ci, k) = (r, grp*Kg + d); backprop input (d, grp*Kg + r).
+            const int64_t ci = forward ? r : d, k = grp * Kg + (forward ? d : r);
+            p[r * nb + j] = static_cast<float>(w[(t * FI + ci) * K + k]);
+          }
+        }
+      }
+    }
+  }
+  const int64_t chunk = std::max<int64_t>(
+      16, std::min<int64_t>(src_group, kPanelFloats / std::max<int64_t>(1, taps * nb)));
+  const auto column = [&](int64_t unit) {
+    const int64_t grp = unit / blocks, cb = unit % blocks;
+    ColumnBlock col;
+    col.src_offset = grp * src_group;
+    col.dst_offset = grp * dst_group + cb * nb;
+    col.width = std::min<int64_t>(nb, dst_group - cb * nb);
+    col.panel = panel.data() + (grp * blocks + cb) * taps * src_group * nb;
+    col.tap_stride = src_group * nb;
+    return col;
+  };
+  const GemmIndirectFn indirect = gk.indirect[kind];
+  const GemmAffineFn affine = gk.affine[kind];
+  const TileKernel kernel = [indirect, affine](int64_t tiles, int64_t count, const void* const* a,
+                                               int64_t pixel_step, const float* const* b,
+                                               int64_t len, int64_t, float* c, int64_t ldc,
+                                               bool accumulate) {
+    if (pixel_step > 0) return affine(tiles, count, a, pixel_step, b, len, c, ldc, accumulate);
+    indirect(count, a, b, len, c, accumulate);
+  };
+  RunIndirect(g.batch, dh, dw, g.filter_cols, gk.mr, nb, src, src_channels, dst, dst_channels,
+              G * blocks, src_group, std::min(chunk, src_group), column, kernel, parallel_for);
+}
+
+// Runs `nhwc(g1, src_image, dst_image)` once per image of an NCHW pass, through NHWC copies.
+template <typename T, typename Fn>
+void PerImageNchw(const ConvGeometry& g, const T* src, int64_t src_c, int64_t src_hw, T* dst,
+                  int64_t dst_c, int64_t dst_hw, const ParallelFor& parallel_for, const Fn& nhwc) {
+  ConvGeometry g1 = g;
+  g1.batch = 1;
+  std::vector<T> src_nhwc(src_c * src_hw), dst_nhwc(dst_c * dst_hw);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    Transpose(src + n * src_c * src_hw, src_c, src_hw, src_nhwc.data(), parallel_for);
+    nhwc(g1, src_nhwc.data(), dst_nhwc.data());
+    Transpose(dst_nhwc.data(), dst_hw, dst_c, dst + n * dst_c * dst_hw, parallel_for);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Backprop filter.
+
+// The columns [lo, hi) of output index o's row that read an input index in [0, in_size)
+// through tap t: o * stride - pad + t * dilation in range.
+void ReadRange(int64_t out_size, int64_t in_size, int64_t stride, int64_t pad, int64_t dilation,
+               int64_t t, int64_t* lo, int64_t* hi) {
+  const int64_t offset = t * dilation - pad;  // input index of output 0
+  *lo = std::max<int64_t>(0, CeilDivSigned(-offset, stride));
+  *hi = std::min<int64_t>(out_size, FloorDivSigned(in_size - 1 - offset, stride) + 1);
+  if (*hi < *lo) *hi = *lo;
+}
+
+// How the filter gradient is split into work units: (slice, tap, group, input-channel
+// chunk, output-channel chunk); each unit sums its (batch, row) slice in order into its
+// own float accumulators, and slices are added in order at the end.
+struct FilterPlan {
+  int64_t slices = 1, ci_chunk = 0, k_chunk = 0, ci_chunks = 0, k_chunks = 0, units = 0;
+};
+
+FilterPlan PlanFilter(const ConvGeometry& g, int64_t taps, int mr, int nb, int64_t channels,
+                      int64_t columns) {
+  FilterPlan p;
+  int64_t ci_tiles = std::max<int64_t>(1, CeilDiv(channels, mr));
+  int64_t k_tiles = std::max<int64_t>(1, CeilDiv(columns, nb));
+  // Bound the unit's accumulators to 64K floats (256 KiB).
+  while (ci_tiles * mr * k_tiles * nb > 65536 && (ci_tiles > 1 || k_tiles > 1)) {
+    if (ci_tiles >= k_tiles) ci_tiles = CeilDiv(ci_tiles, 2); else k_tiles = CeilDiv(k_tiles, 2);
+  }
+  // Parallelism beyond (tap, group, chunks) comes from slices of the rows, never from
+  // narrower channel chunks: a slice reads only its rows, while every channel chunk would
+  // read all of them again.
+  auto units = [&] {
+    return taps * g.groups * CeilDiv(CeilDiv(channels, mr), ci_tiles) *
+           CeilDiv(CeilDiv(columns, nb), k_tiles);
+  };
+  p.ci_chunk = ci_tiles * mr;
+  p.k_chunk = k_tiles * nb;
+  p.ci_chunks = CeilDiv(channels, p.ci_chunk);
+  p.k_chunks = CeilDiv(columns, p.k_chunk);
+  const int64_t base = units();
+  p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows, CeilDiv(kMinUnits, base)));
+  p.units = p.slices * base;
+  return p;
+}
+
+// Adds this pass's contribution to acc[slice][tap][ci][k] (float, the filter's layout per
+// slice). NHWC, any batch.
+template <typename T>
+void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKernel& gk,
+                    const T* x, const T* dy, float* acc, const ParallelFor& parallel_for) {
+  constexpr int kind = KindOf<T>();
+  const int64_t taps = g.filter_rows * g.filter_cols, FI = g.filter_in_depth, K = g.out_depth;
+  const int64_t Kg = g.out_depth_per_group(), C = g.in_depth, mr = gk.mr, nb = gk.nb;
+  const int64_t rows = g.batch * g.out_rows, filter_size = taps * FI * K;
+  const int64_t per_slice = plan.units / plan.slices;
+  const GemmStridedFn strided = gk.strided[kind];
+
+  parallel_for(plan.units, Cost(2.0 * rows / plan.slices * g.out_cols * plan.ci_chunk * plan.k_chunk),
+               [&](int64_t begin, int64_t end) {
+    std::vector<float> local(plan.ci_chunk * plan.k_chunk), grad(g.out_cols * plan.k_chunk);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t slice = unit / per_slice;
+      int64_t u = unit % per_slice;
+      const int64_t kc = u % plan.k_chunks;
+      u /= plan.k_chunks;
+      const int64_t cc = u % plan.ci_chunks;
+      u /= plan.ci_chunks;
+      const int64_t grp = u % g.groups, t = u / g.groups;
+      const int64_t kh = t / g.filter_cols, kw = t % g.filter_cols;
+      const int64_t ci0 = cc * plan.ci_chunk, ci1 = std::min(FI, ci0 + plan.ci_chunk);
+      const int64_t k0 = kc * plan.k_chunk, k1 = std::min(Kg, k0 + plan.k_chunk);
+      const bool in_place = kind == kElemF32 && k1 - k0 == plan.k_chunk;
+      float* out = acc + slice * filter_size + t * FI * K;
+      for (int64_t ci = ci0; ci < plan.ci_chunk + ci0; ++ci) {
+        float* l = local.data() + (ci - ci0) * plan.k_chunk;
+        for (int64_t k = k0; k < k0 + plan.k_chunk; ++k) {
+          l[k - k0] = ci < ci1 && k < k1 ? out[ci * K + grp * Kg + k] : 0.0f;
+        }
+      }
+      int64_t ow_lo, ow_hi;
+      ReadRange(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, kw, &ow_lo, &ow_hi);
+      const int64_t len = ow_hi - ow_lo;
+      const int64_t row0 = rows * slice / plan.slices, row1 = rows * (slice + 1) / plan.slices;
+      for (int64_t row = row0; row < row1 && len > 0; ++row) {
+        const int64_t n = row / g.out_rows, oh = row % g.out_rows;
+        const int64_t ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+        if (ih < 0 || ih >= g.in_rows) continue;
+        const int64_t iw_lo = ow_lo * g.stride_cols - g.pad_left + kw * g.dilation_cols;
+        const T* dy_row = dy + ((n * g.out_rows + oh) * g.out_cols + ow_lo) * K + grp * Kg + k0;
+        // The gradient rows as float panels of k_chunk columns: float data whose chunk lies
+        // whole inside the group is read in place, anything else is widened or padded.
+        const float* panel;
+        int64_t panel_step;
+        if (in_place) {
+          panel = reinterpret_cast<const float*>(dy_row);
+          panel_step = K;
+        } else {
+          for (int64_t o = 0; o < len; ++o) {
+            float* gr = grad.data() + o * plan.k_chunk;
+            const T* d = dy_row + o * K;
+            for (int64_t k = 0; k < k1 - k0; ++k) gr[k] = static_cast<float>(d[k]);
+            std::fill(gr + (k1 - k0), gr + plan.k_chunk, 0.0f);
+          }
+          panel = grad.data();
+          panel_step = plan.k_chunk;
+        }
+        const T* x_row = x + ((n * g.in_rows + ih) * g.in_cols + iw_lo) * C + grp * FI;
+        for (int64_t ci = ci0; ci < ci1; ci += mr) {
+          for (int64_t k = k0; k < k1; k += nb) {
+            strided(len, x_row + ci, g.stride_cols * C, std::min<int64_t>(mr, ci1 - ci),
+                    panel + (k - k0), panel_step,
+                    local.data() + (ci - ci0) * plan.k_chunk + (k - k0), plan.k_chunk);
+          }
+        }
+      }
+      for (int64_t ci = ci0; ci < ci1; ++ci) {
+        const float* l = local.data() + (ci - ci0) * plan.k_chunk;
+        for (int64_t k = k0; k < k1; ++k) out[ci * K + grp * Kg + k] = l[k - k0];
+      }
+    }
+  });
+}
+
+// A depthwise channel block: [begin, begin + width) through a kernel of nb channels (the
+// block is summed in scalar code where width < nb).
+struct DepthwiseBlock {
+  int64_t begin, width;
+  const DepthwiseKernel* kernel;
+};
+
+std::vector<DepthwiseBlock> DepthwiseBlocks(int64_t channels) {
+  std::vector<DepthwiseBlock> out;
+  for (const ChannelSegment& seg : DepthwiseSegments(channels)) {
+    for (int64_t c = seg.begin; c < seg.end; c += seg.kernel->nb) {
+      out.push_back({c, std::min<int64_t>(seg.kernel->nb, seg.end - c), seg.kernel});
+    }
+  }
+  return out;
+}
+
+// Depthwise: a unit is (slice, channel block).
+FilterPlan PlanDepthwiseFilter(const ConvGeometry& g) {
+  FilterPlan p;
+  const int64_t blocks = static_cast<int64_t>(DepthwiseBlocks(g.in_depth).size());
+  p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows, CeilDiv(kMinUnits, blocks)));
+  p.units = p.slices * blocks;
+  return p;
+}
+
+// Depthwise (multiplier 1) filter gradient into acc[slice][tap][c]; a unit is (slice,
+// channel block) and walks every tap, so each row of x and dy is read once per unit.
+template <typename T>
+void FilterDepthwiseNhwc(const ConvGeometry& g, const FilterPlan& plan, const T* x, const T* dy,
+                         float* acc, const ParallelFor& parallel_for) {
+  constexpr int kind = KindOf<T>();
+  const int64_t C = g.in_depth, taps = g.filter_rows * g.filter_cols;
+  const std::vector<DepthwiseBlock> blocks = DepthwiseBlocks(C);
+  const int64_t rows = g.batch * g.out_rows, count = static_cast<int64_t>(blocks.size());
+  const int64_t max_nb = Kernels().dw[2].nb;
+  std::vector<int64_t> lo(g.filter_cols), hi(g.filter_cols);
+  for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+    ReadRange(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, kw, &lo[kw], &hi[kw]);
+  }
+  parallel_for(plan.units, Cost(2.0 * rows / plan.slices * g.out_cols * max_nb * taps),
+               [&](int64_t begin, int64_t end) {
+    std::vector<float> local(taps * max_nb);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t slice = unit / count;
+      const DepthwiseBlock& blk = blocks[unit % count];
+      const int64_t c0 = blk.begin, width = blk.width, nb = blk.kernel->nb;
+      const DepthwiseStridedFn vector_kernel = blk.kernel->strided[kind];
+      float* out = acc + slice * taps * C;
+      for (int64_t t = 0; t < taps; ++t) {
+        for (int64_t j = 0; j < nb; ++j) local[t * nb + j] = j < width ? out[t * C + c0 + j] : 0.0f;
+      }
+      const int64_t row0 = rows * slice / plan.slices, row1 = rows * (slice + 1) / plan.slices;
+      for (int64_t row = row0; row < row1; ++row) {
+        const int64_t n = row / g.out_rows, oh = row % g.out_rows;
+        const T* dy_row = dy + (n * g.out_rows + oh) * g.out_cols * C + c0;
+        for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+          const int64_t ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+          if (ih < 0 || ih >= g.in_rows) continue;
+          const T* x_row = x + (n * g.in_rows + ih) * g.in_cols * C + c0;
+          for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+            const int64_t len = hi[kw] - lo[kw];
+            if (len <= 0) continue;
+            const int64_t iw_lo = lo[kw] * g.stride_cols - g.pad_left + kw * g.dilation_cols;
+            const T* a = x_row + iw_lo * C;
+            const T* b = dy_row + lo[kw] * C;
+            float* l = local.data() + (kh * g.filter_cols + kw) * nb;
+            if (width == nb) {
+              vector_kernel(len, a, g.stride_cols * C, b, C, l);
+            } else {
+              // Fewer than 16 channels left: a whole vector could read past the tensor's end.
+              for (int64_t j = 0; j < width; ++j) {
+                float sum = l[j];
+                for (int64_t o = 0; o < len; ++o) {
+                  sum += static_cast<float>(a[o * g.stride_cols * C + j]) * static_cast<float>(b[o * C + j]);
+                }
+                l[j] = sum;
+              }
+            }
+          }
+        }
+      }
+      for (int64_t t = 0; t < taps; ++t) {
+        for (int64_t j = 0; j < width; ++j) out[t * C + c0 + j] = local[t * nb + j];
+      }
+    }
+  });
+}
+
+bool AnyEmpty(int64_t a, int64_t b, int64_t c) { return a <= 0 || b <= 0 || c <= 0; }
+
+}  // namespace
+
+template <typename T>
+bool FastConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
+                     const ParallelFor& parallel_for) {
+  if constexpr (KindOf<T>() < 0) {
+    return false;
+  } else {
+    if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
+    if (layout == Layout::kNHWC) {
+      IndirectNhwc(g, /*forward=*/true, w, x, y, parallel_for);
+    } else {
+      PerImageNchw(g, x, g.in_depth, g.in_rows * g.in_cols, y, g.out_depth,
+                   g.out_rows * g.out_cols, parallel_for,
+                   [&](const ConvGeometry& g1, const T* src, T* dst) {
+                     IndirectNhwc(g1, true, w, src, dst, parallel_for);
+                   });
+    }
+    return true;
+  }
+}
+
+template <typename T>
+bool FastConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy,
+                           T* dx, const ParallelFor& parallel_for) {
+  if constexpr (KindOf<T>() < 0) {
+    return false;
+  } else {
+    if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
+    if (layout == Layout::kNHWC) {
+      IndirectNhwc(g, /*forward=*/false, w, dy, dx, parallel_for);
+    } else {
+      PerImageNchw(g, dy, g.out_depth, g.out_rows * g.out_cols, dx, g.in_depth,
+                   g.in_rows * g.in_cols, parallel_for,
+                   [&](const ConvGeometry& g1, const T* src, T* dst) {
+                     IndirectNhwc(g1, false, w, src, dst, parallel_for);
+                   });
+    }
+    return true;
+  }
+}
+
+template <typename T>
+bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy,
+                            T* dw, const ParallelFor& parallel_for) {
+  if constexpr (KindOf<T>() < 0) {
+    return false;
+  } else {
+    if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
+    ConvGeometry g1 = g;
+    if (layout == Layout::kNCHW) g1.batch = 1;
+    const int64_t taps = g.filter_rows * g.filter_cols, size = g.filter_elements();
+    const bool depthwise = IsDepthwiseOne(g);
+    const GemmKernel& gk = PickGemm(g.out_depth_per_group());
+    const FilterPlan plan = depthwise
+        ? PlanDepthwiseFilter(g1)
+        : PlanFilter(g1, taps, gk.mr, gk.nb, g.filter_in_depth, g.out_depth_per_group());
+    std::vector<float> acc(plan.slices * size, 0.0f);
+    const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp) {
+      if (depthwise) {
+        FilterDepthwiseNhwc(gp, plan, xp, dyp, acc.data(), parallel_for);
+      } else {
+        FilterGemmNhwc(gp, plan, gk, xp, dyp, acc.data(), parallel_for);
+      }
+    };
+    if (layout == Layout::kNHWC) {
+      pass(g, x, dy);
+    } else {
+      const int64_t in_hw = g.in_rows * g.in_cols, out_hw = g.out_rows * g.out_cols;
+      std::vector<T> x_nhwc(in_hw * g.in_depth), dy_nhwc(out_hw * g.out_depth);
+      for (int64_t n = 0; n < g.batch; ++n) {
+        Transpose(x + n * g.in_depth * in_hw, g.in_depth, in_hw, x_nhwc.data(), parallel_for);
+        Transpose(dy + n * g.out_depth * out_hw, g.out_depth, out_hw, dy_nhwc.data(), parallel_for);
+        pass(g1, x_nhwc.data(), dy_nhwc.data());
+      }
+    }
+    for (int64_t i = 0; i < size; ++i) {
+      float sum = acc[i];
+      for (int64_t s = 1; s < plan.slices; ++s) sum += acc[s * size + i];
+      dw[i] = static_cast<T>(sum);
+    }
+    return true;
+  }
+}
+
+#define TF_OPS_INSTANTIATE(T)                                                                  \
+  template bool FastConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,        \
+                                   const ParallelFor&);                                        \
+  template bool FastConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*, T*,  \
+                                         const ParallelFor&);                                  \
+  template bool FastConvBackpropFilter<T>(const ConvGeometry&, Layout, const T*, const T*, T*, \
+                                          const ParallelFor&);
+TF_OPS_INSTANTIATE(float)
+TF_OPS_INSTANTIATE(double)
+TF_OPS_INSTANTIATE(Eigen::half)
+TF_OPS_INSTANTIATE(Eigen::bfloat16)
+TF_OPS_INSTANTIATE(int32_t)
+#undef TF_OPS_INSTANTIATE
+
+}  // namespace cpu
+}  // namespace tf_ops

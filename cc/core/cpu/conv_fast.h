@@ -1,0 +1,46 @@
+// Fast CPU convolution kernels: the same three directions as conv_cpu.h, for float, half
+// and bfloat16, built on the register-blocked micro-kernels of microkernels.h.
+//
+//   forward, backprop input: implicit GEMM over an indirection table. Output pixels are
+//     tiled in groups that read the same filter taps; for backprop input each group is one
+//     stride-residue class of input pixels, so no multiply touches an inserted zero, and
+//     taps that reach no pixel of a tile are skipped. The filter is packed once per call.
+//   backprop filter: for each filter tap, a GEMM of input-channel tiles against output
+//     gradient rows, reduced over (batch, rows, columns) in order.
+//   depthwise (depth multiplier 1): the same walks with per-channel vector products.
+// NCHW tensors are transposed one image at a time into NHWC workspace.
+//
+// Every output element is produced by one work unit, in an order fixed by the geometry
+// alone, so results are bitwise identical whatever the number of threads. Extra memory is
+// the packed filter, one image of workspace for NCHW, and small per-unit buffers.
+#ifndef TF_OPS_CC_CORE_CPU_CONV_FAST_H_
+#define TF_OPS_CC_CORE_CPU_CONV_FAST_H_
+
+#include "cc/core/conv_geometry.h"
+#include "cc/core/cpu/conv_cpu.h"
+
+namespace tf_ops {
+namespace cpu {
+
+// Each returns false, having written nothing, where it does not apply (element types other
+// than float, half and bfloat16, or an empty operand); the caller then runs the direct
+// kernel.
+template <typename T>
+bool FastConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
+                     const ParallelFor& parallel_for);
+
+template <typename T>
+bool FastConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy,
+                           T* dx, const ParallelFor& parallel_for);
+
+template <typename T>
+bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy,
+                            T* dw, const ParallelFor& parallel_for);
+
+// The instruction set of the micro-kernels in use ("avx512", "avx2" or "generic").
+const char* FastKernelIsa();
+
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_CONV_FAST_H_

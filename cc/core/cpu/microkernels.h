@@ -1,0 +1,98 @@
+// Register-blocked inner loops of the fast CPU convolution kernels (conv_fast.cc).
+//
+// Each routine computes a small tile of one output in float registers and is compiled
+// once per instruction set (generic x86-64, AVX2+FMA+F16C, AVX-512); the table for the
+// best set this processor and OS support is chosen at run time. The routines take
+// activations as float, IEEE half or bfloat16 (kind below, widened to float on load) and
+// always accumulate in float. Their summation order is fixed by their arguments alone.
+//
+// TF-free and header-light: the instruction-set translation units include nothing that
+// another translation unit also instantiates, so no code built for a wider instruction set
+// can be picked by the linker for a caller that runs on a narrower one.
+#ifndef TF_OPS_CC_CORE_CPU_MICROKERNELS_H_
+#define TF_OPS_CC_CORE_CPU_MICROKERNELS_H_
+
+#include <cstdint>
+
+namespace tf_ops {
+namespace cpu {
+
+// The element type of the activations a routine reads.
+enum ElemKind : int { kElemF32 = 0, kElemF16 = 1, kElemBF16 = 2, kElemKinds = 3 };
+
+// Implicit GEMM over an indirection table (forward and backprop input):
+//   c[m][j] (=, or += if accumulate) sum_{t < taps} sum_{r < depth} a[t*MR + m][r] * b[t][r*NB + j]
+// for m < MR, j < NB. `a` holds MR activation pointers per tap (each a row of `depth`
+// contiguous channels; rows past the tile's end repeat a valid one); `b` holds one packed
+// float panel per tap. `c` is an MR x NB float tile, row stride NB.
+using GemmIndirectFn = void (*)(int64_t taps, const void* const* a, const float* const* b,
+                                int64_t depth, float* c, bool accumulate);
+
+// The same over an affine table, for `tiles` consecutive tiles of evenly spaced pixels all
+// inside the source: pixel p = q * MR + m of the run reads tap t at a[t] + p * pixel_step
+// elements, and its row of the result is c + p * ldc.
+using GemmAffineFn = void (*)(int64_t tiles, int64_t taps, const void* const* a,
+                              int64_t pixel_step, const float* const* b, int64_t depth,
+                              float* c, int64_t ldc, bool accumulate);
+
+// Strided GEMM reduction (backprop filter):
+//   c[m*ldc + j] += sum_{r < len} a[r*a_step + min(m, rows-1)] * b[r*b_step + j]
+// for m < MR, j < NB. `a` is activations of `kind`, `b` packed float.
+using GemmStridedFn = void (*)(int64_t len, const void* a, int64_t a_step, int64_t rows,
+                               const float* b, int64_t b_step, float* c, int64_t ldc);
+
+// Depthwise over an indirection table (forward and backprop input, one filter per channel):
+//   c[m][j] (=, or +=) sum_{t < taps} a[t*MR + m][j] * b[t][j]       for m < MR, j < NB.
+using DepthwiseIndirectFn = void (*)(int64_t taps, const void* const* a, const float* const* b,
+                                     float* c, bool accumulate);
+
+using DepthwiseAffineFn = void (*)(int64_t tiles, int64_t taps, const void* const* a,
+                                   int64_t pixel_step, const float* const* b, float* c,
+                                   int64_t ldc, bool accumulate);
+
+// Depthwise strided reduction (backprop filter):
+//   c[j] += sum_{r < len} a[r*a_step + j] * b[r*b_step + j]          for j < NB,
+// with a and b both activations of `kind`. The sum over r is taken in four interleaved
+// partial sums (r mod 4) added at the end, a fixed order.
+using DepthwiseStridedFn = void (*)(int64_t len, const void* a, int64_t a_step, const void* b,
+                                    int64_t b_step, float* c);
+
+// Plain aggregates with trivial constructors (no member initializers), so that no
+// constructor code is emitted by the instruction-set translation units.
+struct GemmKernel {
+  int mr, nb;  // tile: mr rows (pixels or input channels) x nb output columns
+  GemmIndirectFn indirect[kElemKinds];
+  GemmAffineFn affine[kElemKinds];
+  GemmStridedFn strided[kElemKinds];
+};
+
+struct DepthwiseKernel {
+  int mr, nb;  // tile: mr pixels x nb channels
+  DepthwiseIndirectFn indirect[kElemKinds];
+  DepthwiseAffineFn affine[kElemKinds];
+  DepthwiseStridedFn strided[kElemKinds];
+};
+
+struct KernelTable {
+  const char* isa;
+  // By column block width: gemm[0] has nb 16, gemm[1] nb 32, gemm[2] nb 64 (or, where an
+  // instruction set lacks the registers for a width, the next narrower one).
+  GemmKernel gemm[3];
+  // Likewise for depthwise: dw[0] nb 16, dw[1] nb 32, dw[2] nb 64 (or narrower).
+  DepthwiseKernel dw[3];
+};
+
+// One table per instruction set; each is null when this build lacks it.
+const KernelTable* GenericKernels();
+const KernelTable* Avx2Kernels();
+const KernelTable* Avx512Kernels();
+
+// The table for the best instruction set the processor and OS support, capped by the
+// environment variable TF_OPS_CPU_ISA ("generic", "avx2" or "avx512") when it is set.
+// Read once, on first use.
+const KernelTable& Kernels();
+
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_MICROKERNELS_H_
