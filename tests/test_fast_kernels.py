@@ -1,0 +1,140 @@
+"""The fast CPU kernels (cc/core/cpu/conv_fast.cc) agree with the direct loops they replace,
+which stay in the library as the oracle (TF_OPS_CPU_KERNELS=direct), and with the float64
+reference, on the shapes where their blocking switches on: channel counts past each tile
+width (16, 32, 64 columns; 6, 12, 14 rows) with odd remainders, reductions long enough to be
+split into chunks, rows long enough for affine runs, strides above the filter size (residue
+classes with no tap), groups, dilations, NCHW, and depthwise channel counts that mix the
+wide, 16-wide and scalar blocks. Every instruction set's micro-kernels are checked too."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+import common
+import tf_ops
+
+HERE = pathlib.Path(__file__).resolve().parent
+HALF_TYPES = [tf.float32, tf.float16, tf.bfloat16]
+
+# (name, config). Filter in-depth below the input depth means groups.
+CASES = [
+    ("chunked forward reduction (100 input channels), 128 columns, long rows",
+     common.make_config("NHWC", 2, 11, 37, 100, [3, 3, 100, 128], (1, 1), (1, 1), "SAME")),
+    ("70 = 64 + 6 output channels, 5 = 3 + 2 groups of 2 in 10",
+     common.make_config("NHWC", 2, 12, 13, 10, [3, 3, 2, 70], (1, 1), (1, 1), "SAME")),
+    ("45 input / 130 output channels, stride 2, explicit pads",
+     common.make_config("NHWC", 1, 23, 29, 45, [3, 3, 45, 130], (2, 2), (1, 1), "EXPLICIT",
+                        (1, 2, 0, 1))),
+    ("NCHW, 2 groups, strides (2, 1), dilations (2, 1)",
+     common.make_config("NCHW", 2, 17, 19, 24, [3, 3, 12, 40], (2, 1), (2, 1), "SAME")),
+    ("stem-like: 3 input channels, 7x7, stride 2",
+     common.make_config("NHWC", 3, 19, 18, 3, [7, 7, 3, 64], (2, 2), (1, 1), "SAME")),
+    ("1x1, stride 2 > filter: residue classes with no tap",
+     common.make_config("NHWC", 2, 14, 15, 33, [1, 1, 33, 17], (2, 2), (1, 1), "VALID")),
+    ("chunked backprop-input reduction (300 output channels), 20 input channels, long rows",
+     common.make_config("NHWC", 2, 9, 40, 20, [3, 3, 20, 300], (1, 1), (1, 1), "SAME")),
+    ("stride 3 x 2, dilation 2 x 3, 5x4 filter, NCHW",
+     common.make_config("NCHW", 2, 21, 26, 18, [5, 4, 18, 33], (3, 2), (2, 3), "SAME")),
+]
+DEPTHWISE_CASES = [
+    ("85 = 64 + 16 + 5 channels, stride 1",
+     common.make_config("NHWC", 2, 13, 41, 85, [3, 3, 85, 1], (1, 1), (1, 1), "SAME", depthwise=True)),
+    ("85 channels, strides (2, 3), dilation 2, NCHW",
+     common.make_config("NCHW", 2, 23, 31, 85, [3, 3, 85, 1], (2, 3), (2, 2), "SAME", depthwise=True)),
+    ("5 channels: scalar remainder only, 5x5 VALID",
+     common.make_config("NHWC", 3, 17, 20, 5, [5, 5, 5, 1], (1, 1), (1, 1), "VALID", depthwise=True)),
+    ("depth multiplier 3 (grouped GEMM), stride 2",
+     common.make_config("NHWC", 2, 15, 16, 20, [3, 3, 20, 3], (2, 2), (1, 1), "SAME", depthwise=True)),
+    ("96 = 64 + 32 channels, batch 1, explicit pads",
+     common.make_config("NHWC", 1, 30, 29, 96, [3, 3, 96, 1], (1, 1), (1, 1), "EXPLICIT",
+                        (0, 2, 1, 1), depthwise=True)),
+]
+GEMM_KINDS = ["conv2d", "backprop_input", "backprop_input_v2", "backprop_filter", "backprop_filter_v2"]
+DEPTHWISE_KINDS = ["depthwise", "depthwise_backprop_input", "depthwise_backprop_filter"]
+
+
+def run_direct(kind, cfg, arrays, dtype):
+    """The op through the direct loops."""
+    os.environ["TF_OPS_CPU_KERNELS"] = "direct"
+    try:
+        return common.run_ours(kind, cfg, arrays, dtype)
+    finally:
+        del os.environ["TF_OPS_CPU_KERNELS"]
+
+
+class FastKernelsTest(tf.test.TestCase):
+
+    def _check(self, kinds, cases, seed):
+        rng = np.random.default_rng(seed)
+        for name, cfg in cases:
+            self.assertIsNotNone(cfg, name)
+            for kind in kinds:
+                for dtype in HALF_TYPES:
+                    what = f"{name}: {common.describe(kind, cfg, dtype)}"
+                    arrays = common.make_inputs(rng, cfg, dtype)
+                    fast = common.run_ours(kind, cfg, arrays, dtype)
+                    direct = run_direct(kind, cfg, arrays, dtype)
+                    ref = common.run_reference(kind, cfg, arrays)
+                    self.assertLessEqual(common.max_error(fast, ref), common.TOLERANCE[dtype],
+                                         f"fast vs reference: {what}")
+                    self.assertLessEqual(common.max_error(direct, ref), common.TOLERANCE[dtype],
+                                         f"direct vs reference: {what}")
+                    # Both sum in float32 and round once; they differ by summation order only.
+                    self.assertLessEqual(common.max_error(fast, direct), common.TOLERANCE[dtype],
+                                         f"fast vs direct: {what}")
+                    # The two really are different code: with fused multiply-adds (every
+                    # instruction set but the generic one) float32 results are not all equal.
+                    if (dtype == tf.float32 and kind in ("conv2d", "backprop_filter")
+                            and tf_ops.cpu_kernel_isa() != "generic"):
+                        self.assertFalse(np.array_equal(fast, direct), f"same bits: {what}")
+
+    def test_gemm_kernels(self):
+        self._check(GEMM_KINDS, CASES, 1)
+
+    def test_depthwise_kernels(self):
+        self._check(DEPTHWISE_KINDS, DEPTHWISE_CASES, 2)
+
+    def test_isa_is_reported(self):
+        self.assertIn(tf_ops.cpu_kernel_isa(), ("avx512", "avx2", "generic"))
+
+    def test_every_instruction_set(self):
+        # The micro-kernels are compiled once per instruction set and picked at run time;
+        # TF_OPS_CPU_ISA caps the choice, so each set this processor has runs here.
+        script = (
+            "import sys, numpy as np, tensorflow as tf, common, tf_ops\n"
+            "from test_fast_kernels import CASES, DEPTHWISE_CASES\n"
+            "print('isa', tf_ops.cpu_kernel_isa())\n"
+            "rng = np.random.default_rng(3)\n"
+            "worst = 0.0\n"
+            "for cases, kinds in ((CASES[:4], ['conv2d', 'backprop_input', 'backprop_filter']),\n"
+            "                     (DEPTHWISE_CASES, ['depthwise', 'depthwise_backprop_input',\n"
+            "                                        'depthwise_backprop_filter'])):\n"
+            "    for name, cfg in cases:\n"
+            "        for kind in kinds:\n"
+            "            for dtype in (tf.float32, tf.float16, tf.bfloat16):\n"
+            "                arrays = common.make_inputs(rng, cfg, dtype)\n"
+            "                err = common.max_error(common.run_ours(kind, cfg, arrays, dtype),\n"
+            "                                       common.run_reference(kind, cfg, arrays))\n"
+            "                if err > common.TOLERANCE[dtype]:\n"
+            "                    sys.exit(f'{err} {common.describe(kind, cfg, dtype)}')\n"
+            "print('ok')\n")
+        available = ["generic"]
+        flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+        if all(f in flags for f in (" avx2", " fma", " f16c")):
+            available.append("avx2")
+        if all(f in flags for f in (" avx512f", " avx512vl", " avx512bw", " avx512dq")):
+            available.append("avx512")
+        for isa in available:
+            env = dict(os.environ, TF_OPS_CPU_ISA=isa, TF_CPP_MIN_LOG_LEVEL="2")
+            proc = subprocess.run([sys.executable, "-c", script], cwd=str(HERE), env=env,
+                                  capture_output=True, text=True, timeout=600)
+            self.assertEqual(proc.returncode, 0, f"{isa}: {proc.stderr[-3000:]}")
+            self.assertIn(f"isa {isa}", proc.stdout)
+            self.assertIn("ok", proc.stdout)
+
+
+if __name__ == "__main__":
+    tf.test.main()
