@@ -458,6 +458,29 @@ class TensorFlowBugsTest(tf.test.TestCase):
                 else:
                     self.assertGreater(float(np.max(np.abs(ref))), 0.0)
 
+    def test_bfloat16_backprop_filter_one_column_strided_unstable_in_tf(self):
+        # TensorFlow's bfloat16 Conv2DBackpropFilter returns values that change from call to
+        # call (errors up to 1e37 against the reference: it reads uninitialized memory) for
+        # an input one column wide with a column stride above 1, e.g. input [2, 7, 1, 9],
+        # filter_sizes [2, 2, 3, 3] (3 groups), strides [1, 3, 2, 1], SAME. Ours must match
+        # the reference on every call.
+        for x_shape, filter_sizes, strides in (([2, 7, 1, 9], [2, 2, 3, 3], [1, 3, 2, 1]),
+                                               ([2, 7, 1, 3], [1, 2, 3, 3], [1, 1, 2, 1])):
+            g = reference.Geometry(x_shape, filter_sizes, strides, "SAME", [], [1, 1, 1, 1])
+            xt = tf.constant(_uniform(x_shape, 21), tf.bfloat16)
+            dyt = tf.constant(_uniform([x_shape[0], g.oh, g.ow, g.k], 22), tf.bfloat16)
+            ref = reference.conv2d_backprop_filter(
+                xt.numpy().astype(np.float64), filter_sizes, dyt.numpy().astype(np.float64),
+                strides, "SAME")
+            first = None
+            for _ in range(3):
+                out = tf_ops.conv2d_backprop_filter(xt, filter_sizes, dyt, strides, "SAME")
+                err = common.max_error(out.numpy().astype(np.float64), ref)
+                self.assertLessEqual(err, common.TOLERANCE[tf.bfloat16], f"{x_shape} {filter_sizes}")
+                if first is None:
+                    first = out.numpy().tobytes()
+                self.assertEqual(out.numpy().tobytes(), first)
+
 
 if __name__ == "__main__":
     tf.test.main()
