@@ -532,34 +532,37 @@ void ReadRange(int64_t out_size, int64_t in_size, int64_t stride, int64_t pad, i
   if (*hi < *lo) *hi = *lo;
 }
 
-// How the filter gradient is split into work units: (slice, tap, group, input-channel
-// chunk, output-channel chunk); each unit sums its (batch, row) slice in order into its
-// own float accumulators, and slices are added in order at the end.
+// How the filter gradient is split into work units: (slice, filter row, block of filter
+// columns, group, row chunk, output-channel chunk); each unit sums its (batch, row) slice in
+// order into its own float accumulators, and slices are added in order at the end. A
+// unit's GEMM rows are (filter column in its block, input channel) pairs: with one group
+// and no column dilation, the input values of neighbouring filter columns lie side by side,
+// so small channel counts are merged across the whole filter row (`merged_cols` columns per
+// block) instead of leaving most rows of a tile empty.
 struct FilterPlan {
-  int64_t slices = 1, ci_chunk = 0, k_chunk = 0, ci_chunks = 0, k_chunks = 0, units = 0;
+  int64_t slices = 1, merged_cols = 1, ci_chunk = 0, k_chunk = 0, ci_chunks = 0, k_chunks = 0;
+  int64_t units = 0;
 };
 
-FilterPlan PlanFilter(const ConvGeometry& g, int64_t taps, int mr, int nb, int64_t channels,
-                      int64_t columns) {
+FilterPlan PlanFilter(const ConvGeometry& g, int mr, int nb) {
   FilterPlan p;
+  const int64_t FI = g.filter_in_depth, columns = g.out_depth_per_group();
+  if (g.groups == 1 && g.dilation_cols == 1 && FI < 2 * mr) p.merged_cols = g.filter_cols;
+  const int64_t channels = p.merged_cols * FI;
   int64_t ci_tiles = std::max<int64_t>(1, CeilDiv(channels, mr));
   int64_t k_tiles = std::max<int64_t>(1, CeilDiv(columns, nb));
   // Bound the unit's accumulators to 64K floats (256 KiB).
   while (ci_tiles * mr * k_tiles * nb > 65536 && (ci_tiles > 1 || k_tiles > 1)) {
     if (ci_tiles >= k_tiles) ci_tiles = CeilDiv(ci_tiles, 2); else k_tiles = CeilDiv(k_tiles, 2);
   }
-  // Parallelism beyond (tap, group, chunks) comes from slices of the rows, never from
-  // narrower channel chunks: a slice reads only its rows, while every channel chunk would
-  // read all of them again.
-  auto units = [&] {
-    return taps * g.groups * CeilDiv(CeilDiv(channels, mr), ci_tiles) *
-           CeilDiv(CeilDiv(columns, nb), k_tiles);
-  };
   p.ci_chunk = ci_tiles * mr;
   p.k_chunk = k_tiles * nb;
   p.ci_chunks = CeilDiv(channels, p.ci_chunk);
   p.k_chunks = CeilDiv(columns, p.k_chunk);
-  const int64_t base = units();
+  // Parallelism beyond that comes from slices of the rows, never from narrower channel
+  // chunks: a slice reads only its rows, while every channel chunk would read all of them.
+  const int64_t base = g.filter_rows * (g.filter_cols / p.merged_cols) * g.groups *
+                       p.ci_chunks * p.k_chunks;
   p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows, CeilDiv(kMinUnits, base)));
   p.units = p.slices * base;
   return p;
@@ -577,6 +580,12 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
   const int64_t per_slice = plan.units / plan.slices;
   const GemmStridedFn strided = gk.strided[kind];
 
+  const int64_t col_blocks = g.filter_cols / plan.merged_cols;
+  const int64_t Q = plan.merged_cols * FI;  // GEMM rows of a unit: (column in block, channel)
+  std::vector<int64_t> lo(g.filter_cols), hi(g.filter_cols);
+  for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+    ReadRange(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, kw, &lo[kw], &hi[kw]);
+  }
   parallel_for(plan.units, Cost(2.0 * rows / plan.slices * g.out_cols * plan.ci_chunk * plan.k_chunk),
                [&](int64_t begin, int64_t end) {
     std::vector<float> local(plan.ci_chunk * plan.k_chunk), grad(g.out_cols * plan.k_chunk);
@@ -587,27 +596,35 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
       u /= plan.k_chunks;
       const int64_t cc = u % plan.ci_chunks;
       u /= plan.ci_chunks;
-      const int64_t grp = u % g.groups, t = u / g.groups;
-      const int64_t kh = t / g.filter_cols, kw = t % g.filter_cols;
-      const int64_t ci0 = cc * plan.ci_chunk, ci1 = std::min(FI, ci0 + plan.ci_chunk);
+      const int64_t grp = u % g.groups;
+      u /= g.groups;
+      const int64_t kh = u / col_blocks, kw0 = u % col_blocks * plan.merged_cols;
+      const int64_t q0 = cc * plan.ci_chunk, q1 = std::min(Q, q0 + plan.ci_chunk);
       const int64_t k0 = kc * plan.k_chunk, k1 = std::min(Kg, k0 + plan.k_chunk);
       const bool in_place = kind == kElemF32 && k1 - k0 == plan.k_chunk;
-      float* out = acc + slice * filter_size + t * FI * K;
-      for (int64_t ci = ci0; ci < plan.ci_chunk + ci0; ++ci) {
-        float* l = local.data() + (ci - ci0) * plan.k_chunk;
+      // Row q of the unit is filter tap (kh, kw0 + q / FI), input channel q % FI.
+      const auto out_row = [&](int64_t q) {
+        return acc + slice * filter_size + ((kh * g.filter_cols + kw0 + q / FI) * FI + q % FI) * K +
+               grp * Kg;
+      };
+      for (int64_t q = q0; q < q0 + plan.ci_chunk; ++q) {
+        float* l = local.data() + (q - q0) * plan.k_chunk;
         for (int64_t k = k0; k < k0 + plan.k_chunk; ++k) {
-          l[k - k0] = ci < ci1 && k < k1 ? out[ci * K + grp * Kg + k] : 0.0f;
+          l[k - k0] = q < q1 && k < k1 ? out_row(q)[k] : 0.0f;
         }
       }
-      int64_t ow_lo, ow_hi;
-      ReadRange(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, kw, &ow_lo, &ow_hi);
+      // The output columns some row of the unit reads.
+      int64_t ow_lo = g.out_cols, ow_hi = 0;
+      for (int64_t kw = kw0 + q0 / FI; kw <= kw0 + (q1 - 1) / FI; ++kw) {
+        ow_lo = std::min(ow_lo, lo[kw]);
+        ow_hi = std::max(ow_hi, hi[kw]);
+      }
       const int64_t len = ow_hi - ow_lo;
       const int64_t row0 = rows * slice / plan.slices, row1 = rows * (slice + 1) / plan.slices;
       for (int64_t row = row0; row < row1 && len > 0; ++row) {
         const int64_t n = row / g.out_rows, oh = row % g.out_rows;
         const int64_t ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
         if (ih < 0 || ih >= g.in_rows) continue;
-        const int64_t iw_lo = ow_lo * g.stride_cols - g.pad_left + kw * g.dilation_cols;
         const T* dy_row = dy + ((n * g.out_rows + oh) * g.out_cols + ow_lo) * K + grp * Kg + k0;
         // The gradient rows as float panels of k_chunk columns: float data whose chunk lies
         // whole inside the group is read in place, anything else is widened or padded.
@@ -626,18 +643,48 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
           panel = grad.data();
           panel_step = plan.k_chunk;
         }
-        const T* x_row = x + ((n * g.in_rows + ih) * g.in_cols + iw_lo) * C + grp * FI;
-        for (int64_t ci = ci0; ci < ci1; ci += mr) {
-          for (int64_t k = k0; k < k1; k += nb) {
-            strided(len, x_row + ci, g.stride_cols * C, std::min<int64_t>(mr, ci1 - ci),
-                    panel + (k - k0), panel_step,
-                    local.data() + (ci - ci0) * plan.k_chunk + (k - k0), plan.k_chunk);
+        // Input element of row q at output column ow (rows of merged columns are adjacent).
+        const int64_t x_row = (n * g.in_rows + ih) * g.in_cols;
+        const auto x_at = [&](int64_t ow, int64_t q) {
+          return x + ((x_row + ow * g.stride_cols - g.pad_left + kw0 * g.dilation_cols) * C +
+                      grp * FI + q);
+        };
+        for (int64_t q = q0; q < q1; q += mr) {
+          const int64_t tile_rows = std::min<int64_t>(mr, q1 - q);
+          // Columns every row of the tile reads go through the micro-kernel; the rest (the
+          // borders of merged columns) row by row.
+          int64_t in_lo = ow_lo, in_hi = ow_hi;
+          for (int64_t kw = kw0 + q / FI; kw <= kw0 + (q + tile_rows - 1) / FI; ++kw) {
+            in_lo = std::max(in_lo, lo[kw]);
+            in_hi = std::min(in_hi, hi[kw]);
+          }
+          float* l = local.data() + (q - q0) * plan.k_chunk;
+          if (in_hi > in_lo) {
+            for (int64_t k = k0; k < k1; k += nb) {
+              strided(in_hi - in_lo, x_at(in_lo, q), g.stride_cols * C, tile_rows,
+                      panel + (in_lo - ow_lo) * panel_step + (k - k0), panel_step, l + (k - k0),
+                      plan.k_chunk);
+            }
+          } else {
+            in_lo = in_hi = ow_hi;
+          }
+          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+            if (ow >= in_lo && ow < in_hi) continue;
+            const float* d = panel + (ow - ow_lo) * panel_step;
+            for (int64_t m = 0; m < tile_rows; ++m) {
+              const int64_t kw = kw0 + (q + m) / FI;
+              if (ow < lo[kw] || ow >= hi[kw]) continue;
+              const float v = static_cast<float>(*x_at(ow, q + m));
+              float* lm = l + m * plan.k_chunk;
+              for (int64_t k = 0; k < k1 - k0; ++k) lm[k] += v * d[k];
+            }
           }
         }
       }
-      for (int64_t ci = ci0; ci < ci1; ++ci) {
-        const float* l = local.data() + (ci - ci0) * plan.k_chunk;
-        for (int64_t k = k0; k < k1; ++k) out[ci * K + grp * Kg + k] = l[k - k0];
+      for (int64_t q = q0; q < q1; ++q) {
+        const float* l = local.data() + (q - q0) * plan.k_chunk;
+        float* o = out_row(q);
+        for (int64_t k = k0; k < k1; ++k) o[k] = l[k - k0];
       }
     }
   });
@@ -785,12 +832,12 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
     ConvGeometry g1 = g;
     if (layout == Layout::kNCHW) g1.batch = 1;
-    const int64_t taps = g.filter_rows * g.filter_cols, size = g.filter_elements();
+    const int64_t size = g.filter_elements();
     const bool depthwise = IsDepthwiseOne(g);
     const GemmKernel& gk = PickGemm(g.out_depth_per_group());
     const FilterPlan plan = depthwise
         ? PlanDepthwiseFilter(g1)
-        : PlanFilter(g1, taps, gk.mr, gk.nb, g.filter_in_depth, g.out_depth_per_group());
+        : PlanFilter(g1, gk.mr, gk.nb);
     std::vector<float> acc(plan.slices * size, 0.0f);
     const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp) {
       if (depthwise) {
