@@ -391,6 +391,77 @@ bool IsDepthwiseOne(const ConvGeometry& g) {
   return g.filter_in_depth == 1 && g.groups == g.in_depth && g.out_depth == g.in_depth;
 }
 
+// Backprop input for few input channels (one group): per filter row, a GEMM of each output
+// gradient row against the filter with (filter column, input channel) as its columns,
+// scattered into the input row it reaches. With 3 input channels and a 7-wide filter the
+// GEMM is 21 columns wide, where one column per input channel would leave most vector lanes
+// empty. A unit owns one input-gradient row and adds its contributions in a fixed order.
+template <typename T>
+void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, T* dx,
+                                const ParallelFor& parallel_for) {
+  constexpr int kind = KindOf<T>();
+  const int64_t FI = g.filter_in_depth, K = g.out_depth, KW = g.filter_cols;
+  const int64_t columns = KW * FI;
+  const GemmKernel& gk = PickGemm(columns);
+  const int64_t nb = gk.nb, mr = gk.mr, blocks = CeilDiv(columns, nb), width = blocks * nb;
+  // panel[kh][k][kw * FI + ci] = w[kh][kw][ci][k], zero-padded to `width` columns.
+  std::vector<float> panel(g.filter_rows * K * width, 0.0f);
+  for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+    for (int64_t k = 0; k < K; ++k) {
+      for (int64_t j = 0; j < columns; ++j) {
+        panel[(kh * K + k) * width + j] = static_cast<float>(w[((kh * KW) + j / FI) * FI * K + j % FI * K + k]);
+      }
+    }
+  }
+  std::vector<T> zeros(K, T(0.0f));
+  const int64_t full_tiles = g.out_cols / mr;
+  parallel_for(g.batch * g.in_rows, Cost(2.0 * g.out_cols * K * width * g.filter_rows / g.stride_rows),
+               [&](int64_t begin, int64_t end) {
+    std::vector<float> contrib(g.out_cols * width), row(g.in_cols * FI), tail(mr * nb);
+    std::vector<const void*> a(mr);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t n = unit / g.in_rows, ih = unit % g.in_rows;
+      std::fill(row.begin(), row.end(), 0.0f);
+      for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+        const int64_t num = ih + g.pad_top - kh * g.dilation_rows;
+        if (num < 0 || num % g.stride_rows != 0 || num / g.stride_rows >= g.out_rows) continue;
+        const T* dy_row = dy + (n * g.out_rows + num / g.stride_rows) * g.out_cols * K;
+        for (int64_t cb = 0; cb < blocks; ++cb) {
+          const float* b = panel.data() + kh * K * width + cb * nb;
+          if (full_tiles > 0) {
+            const void* row_start = dy_row;
+            gk.affine[kind](full_tiles, 1, &row_start, K, &b, K, contrib.data() + cb * nb, width,
+                            false);
+          }
+          const int64_t rest = g.out_cols - full_tiles * mr;
+          if (rest > 0) {
+            for (int64_t m = 0; m < mr; ++m) {
+              a[m] = m < rest ? static_cast<const void*>(dy_row + (full_tiles * mr + m) * K)
+                              : static_cast<const void*>(zeros.data());
+            }
+            gk.indirect[kind](1, a.data(), &b, K, tail.data(), false);
+            for (int64_t m = 0; m < rest; ++m) {
+              std::copy(tail.begin() + m * nb, tail.begin() + (m + 1) * nb,
+                        contrib.begin() + (full_tiles * mr + m) * width + cb * nb);
+            }
+          }
+        }
+        for (int64_t ow = 0; ow < g.out_cols; ++ow) {
+          const float* c = contrib.data() + ow * width;
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            const int64_t iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
+            if (iw < 0 || iw >= g.in_cols) continue;
+            float* r = row.data() + iw * FI;
+            for (int64_t ci = 0; ci < FI; ++ci) r[ci] += c[kw * FI + ci];
+          }
+        }
+      }
+      T* out = dx + (n * g.in_rows + ih) * g.in_cols * FI;
+      for (int64_t i = 0; i < g.in_cols * FI; ++i) out[i] = static_cast<T>(row[i]);
+    }
+  });
+}
+
 // Grouped GEMM or depthwise over the indirection table, NHWC, any batch. `forward` picks
 // the direction: forward reads x and writes y, otherwise reads dy and writes dx.
 template <typename T>
@@ -400,6 +471,9 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   const int64_t taps = g.filter_rows * g.filter_cols;
   const int64_t FI = g.filter_in_depth, K = g.out_depth, G = g.groups;
   const int64_t Kg = g.out_depth_per_group();
+  if (!forward && G == 1 && FI <= 8 && g.filter_cols > 1) {
+    return BackpropInputColumnsMerged(g, w, src, dst, parallel_for);
+  }
   DimMap dh, dw;
   if (forward) {
     dh = ForwardDim(g.out_rows, g.in_rows, g.stride_rows, g.pad_top, g.dilation_rows, g.filter_rows);
