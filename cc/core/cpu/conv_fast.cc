@@ -642,18 +642,25 @@ FilterPlan PlanFilter(const ConvGeometry& g, int mr, int nb) {
   return p;
 }
 
+// Output pixels whose operands a filter-gradient unit packs at a time.
+constexpr int64_t kFilterBlockPixels = 256;
+// Runs of at least this many output columns of float data are reduced in place, unpacked.
+constexpr int64_t kFilterInPlaceRun = 24;
+
 // Adds this pass's contribution to acc[slice][tap][ci][k] (float, the filter's layout per
-// slice). NHWC, any batch.
+// slice). NHWC, any batch. Float rows whose columns every GEMM row reads for a long run go
+// through the micro-kernel in place. Everything else is packed, up to kFilterBlockPixels
+// output pixels at a time (the input values of the GEMM rows, zero where a merged filter
+// column falls outside the input, and the output gradient of the columns, as float), and
+// the block is reduced at once, so short rows and borders cost little more than long ones.
 template <typename T>
 void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKernel& gk,
                     const T* x, const T* dy, float* acc, const ParallelFor& parallel_for) {
-  constexpr int kind = KindOf<T>();
   const int64_t taps = g.filter_rows * g.filter_cols, FI = g.filter_in_depth, K = g.out_depth;
   const int64_t Kg = g.out_depth_per_group(), C = g.in_depth, mr = gk.mr, nb = gk.nb;
   const int64_t rows = g.batch * g.out_rows, filter_size = taps * FI * K;
   const int64_t per_slice = plan.units / plan.slices;
-  const GemmStridedFn strided = gk.strided[kind];
-
+  const GemmStridedFn strided = gk.strided;
   const int64_t col_blocks = g.filter_cols / plan.merged_cols;
   const int64_t Q = plan.merged_cols * FI;  // GEMM rows of a unit: (column in block, channel)
   std::vector<int64_t> lo(g.filter_cols), hi(g.filter_cols);
@@ -662,7 +669,9 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
   }
   parallel_for(plan.units, Cost(2.0 * rows / plan.slices * g.out_cols * plan.ci_chunk * plan.k_chunk),
                [&](int64_t begin, int64_t end) {
-    std::vector<float> local(plan.ci_chunk * plan.k_chunk), grad(g.out_cols * plan.k_chunk);
+    std::vector<float> local(plan.ci_chunk * plan.k_chunk);
+    std::vector<float> a_pack(kFilterBlockPixels * plan.ci_chunk);
+    std::vector<float> b_pack(kFilterBlockPixels * plan.k_chunk);
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t slice = unit / per_slice;
       int64_t u = unit % per_slice;
@@ -675,7 +684,6 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
       const int64_t kh = u / col_blocks, kw0 = u % col_blocks * plan.merged_cols;
       const int64_t q0 = cc * plan.ci_chunk, q1 = std::min(Q, q0 + plan.ci_chunk);
       const int64_t k0 = kc * plan.k_chunk, k1 = std::min(Kg, k0 + plan.k_chunk);
-      const bool in_place = kind == kElemF32 && k1 - k0 == plan.k_chunk;
       // Row q of the unit is filter tap (kh, kw0 + q / FI), input channel q % FI.
       const auto out_row = [&](int64_t q) {
         return acc + slice * filter_size + ((kh * g.filter_cols + kw0 + q / FI) * FI + q % FI) * K +
@@ -687,74 +695,75 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
           l[k - k0] = q < q1 && k < k1 ? out_row(q)[k] : 0.0f;
         }
       }
-      // The output columns some row of the unit reads.
-      int64_t ow_lo = g.out_cols, ow_hi = 0;
+      // The output columns some row of the unit reads, and those every row reads.
+      int64_t ow_lo = g.out_cols, ow_hi = 0, in_lo = 0, in_hi = g.out_cols;
       for (int64_t kw = kw0 + q0 / FI; kw <= kw0 + (q1 - 1) / FI; ++kw) {
         ow_lo = std::min(ow_lo, lo[kw]);
         ow_hi = std::max(ow_hi, hi[kw]);
+        in_lo = std::max(in_lo, lo[kw]);
+        in_hi = std::min(in_hi, hi[kw]);
       }
-      const int64_t len = ow_hi - ow_lo;
+      // Long runs of float columns every row reads go to the micro-kernel in place; the
+      // rest is packed.
+      const bool in_place = std::is_same_v<T, float> && k1 - k0 == plan.k_chunk &&
+                            in_hi - in_lo >= kFilterInPlaceRun;
+      if (!in_place) in_lo = in_hi = ow_hi;
+      int64_t count = 0;  // pixels packed
+      const auto flush = [&] {
+        for (int64_t q = q0; q < q1; q += mr) {
+          for (int64_t k = k0; k < k1; k += nb) {
+            strided(count, a_pack.data() + (q - q0), plan.ci_chunk, std::min<int64_t>(mr, q1 - q),
+                    b_pack.data() + (k - k0), plan.k_chunk,
+                    local.data() + (q - q0) * plan.k_chunk + (k - k0), plan.k_chunk);
+          }
+        }
+        count = 0;
+      };
       const int64_t row0 = rows * slice / plan.slices, row1 = rows * (slice + 1) / plan.slices;
-      for (int64_t row = row0; row < row1 && len > 0; ++row) {
+      for (int64_t row = row0; row < row1 && ow_hi > ow_lo; ++row) {
         const int64_t n = row / g.out_rows, oh = row % g.out_rows;
         const int64_t ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
         if (ih < 0 || ih >= g.in_rows) continue;
-        const T* dy_row = dy + ((n * g.out_rows + oh) * g.out_cols + ow_lo) * K + grp * Kg + k0;
-        // The gradient rows as float panels of k_chunk columns: float data whose chunk lies
-        // whole inside the group is read in place, anything else is widened or padded.
-        const float* panel;
-        int64_t panel_step;
-        if (in_place) {
-          panel = reinterpret_cast<const float*>(dy_row);
-          panel_step = K;
-        } else {
-          for (int64_t o = 0; o < len; ++o) {
-            float* gr = grad.data() + o * plan.k_chunk;
-            const T* d = dy_row + o * K;
-            for (int64_t k = 0; k < k1 - k0; ++k) gr[k] = static_cast<float>(d[k]);
-            std::fill(gr + (k1 - k0), gr + plan.k_chunk, 0.0f);
+        const T* x_row = x + (n * g.in_rows + ih) * g.in_cols * C + grp * FI;
+        const T* dy_row = dy + (n * g.out_rows + oh) * g.out_cols * K + grp * Kg;
+        if constexpr (std::is_same_v<T, float>) {
+          if (in_place) {
+            // Row q's input at column ow is x_row[(ow * sw - pl + kw0 * dw) * C + q]: the
+            // rows of merged columns are adjacent.
+            const float* a = x_row + ((in_lo * g.stride_cols - g.pad_left + kw0 * g.dilation_cols) * C + q0);
+            for (int64_t q = q0; q < q1; q += mr) {
+              for (int64_t k = k0; k < k1; k += nb) {
+                strided(in_hi - in_lo, a + (q - q0), g.stride_cols * C, std::min<int64_t>(mr, q1 - q),
+                        dy_row + in_lo * K + k, K,
+                        local.data() + (q - q0) * plan.k_chunk + (k - k0), plan.k_chunk);
+              }
+            }
           }
-          panel = grad.data();
-          panel_step = plan.k_chunk;
         }
-        // Input element of row q at output column ow (rows of merged columns are adjacent).
-        const int64_t x_row = (n * g.in_rows + ih) * g.in_cols;
-        const auto x_at = [&](int64_t ow, int64_t q) {
-          return x + ((x_row + ow * g.stride_cols - g.pad_left + kw0 * g.dilation_cols) * C +
-                      grp * FI + q);
-        };
-        for (int64_t q = q0; q < q1; q += mr) {
-          const int64_t tile_rows = std::min<int64_t>(mr, q1 - q);
-          // Columns every row of the tile reads go through the micro-kernel; the rest (the
-          // borders of merged columns) row by row.
-          int64_t in_lo = ow_lo, in_hi = ow_hi;
-          for (int64_t kw = kw0 + q / FI; kw <= kw0 + (q + tile_rows - 1) / FI; ++kw) {
-            in_lo = std::max(in_lo, lo[kw]);
-            in_hi = std::min(in_hi, hi[kw]);
-          }
-          float* l = local.data() + (q - q0) * plan.k_chunk;
-          if (in_hi > in_lo) {
-            for (int64_t k = k0; k < k1; k += nb) {
-              strided(in_hi - in_lo, x_at(in_lo, q), g.stride_cols * C, tile_rows,
-                      panel + (in_lo - ow_lo) * panel_step + (k - k0), panel_step, l + (k - k0),
-                      plan.k_chunk);
+        for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+          if (ow == in_lo) ow = in_hi;
+          if (ow >= ow_hi) break;
+          float* b = b_pack.data() + count * plan.k_chunk;
+          const T* d = dy_row + ow * K;
+          for (int64_t k = k0; k < k1; ++k) b[k - k0] = static_cast<float>(d[k]);
+          std::fill(b + (k1 - k0), b + plan.k_chunk, 0.0f);
+          float* a = a_pack.data() + count * plan.ci_chunk;
+          for (int64_t q = q0; q < q1;) {
+            // The channels of one filter column: contiguous, or zero outside the input.
+            const int64_t kw = kw0 + q / FI, q_end = std::min(q1, q - q % FI + FI);
+            const int64_t iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
+            if (iw >= 0 && iw < g.in_cols) {
+              const T* xs = x_row + iw * C + q % FI;
+              for (int64_t i = 0; i < q_end - q; ++i) a[q - q0 + i] = static_cast<float>(xs[i]);
+            } else {
+              std::fill(a + (q - q0), a + (q_end - q0), 0.0f);
             }
-          } else {
-            in_lo = in_hi = ow_hi;
+            q = q_end;
           }
-          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
-            if (ow >= in_lo && ow < in_hi) continue;
-            const float* d = panel + (ow - ow_lo) * panel_step;
-            for (int64_t m = 0; m < tile_rows; ++m) {
-              const int64_t kw = kw0 + (q + m) / FI;
-              if (ow < lo[kw] || ow >= hi[kw]) continue;
-              const float v = static_cast<float>(*x_at(ow, q + m));
-              float* lm = l + m * plan.k_chunk;
-              for (int64_t k = 0; k < k1 - k0; ++k) lm[k] += v * d[k];
-            }
-          }
+          if (++count == kFilterBlockPixels) flush();
         }
       }
+      if (count > 0) flush();
       for (int64_t q = q0; q < q1; ++q) {
         const float* l = local.data() + (q - q0) * plan.k_chunk;
         float* o = out_row(q);

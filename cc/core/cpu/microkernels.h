@@ -35,10 +35,10 @@ using GemmAffineFn = void (*)(int64_t tiles, int64_t taps, const void* const* a,
                               int64_t pixel_step, const float* const* b, int64_t depth,
                               float* c, int64_t ldc, bool accumulate);
 
-// Strided GEMM reduction (backprop filter):
+// Strided GEMM reduction (backprop filter), over packed float operands:
 //   c[m*ldc + j] += sum_{r < len} a[r*a_step + min(m, rows-1)] * b[r*b_step + j]
-// for m < MR, j < NB. `a` is activations of `kind`, `b` packed float.
-using GemmStridedFn = void (*)(int64_t len, const void* a, int64_t a_step, int64_t rows,
+// for m < MR, j < NB.
+using GemmStridedFn = void (*)(int64_t len, const float* a, int64_t a_step, int64_t rows,
                                const float* b, int64_t b_step, float* c, int64_t ldc);
 
 // Depthwise over an indirection table (forward and backprop input, one filter per channel):
@@ -63,7 +63,7 @@ struct GemmKernel {
   int mr, nb;  // tile: mr rows (pixels or input channels) x nb output columns
   GemmIndirectFn indirect[kElemKinds];
   GemmAffineFn affine[kElemKinds];
-  GemmStridedFn strided[kElemKinds];
+  GemmStridedFn strided;
 };
 
 struct DepthwiseKernel {
