@@ -66,6 +66,15 @@ int64_t Cost(double ops) {
   return ops < 1 ? 1 : ops > 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ops);
 }
 
+// Per-thread scratch that outlives a call, so that work ranges do not allocate: it grows to
+// the largest size asked for on its thread and is reused. `Slot` tells buffers apart.
+template <typename V, int Slot>
+V* Scratch(int64_t size) {
+  thread_local std::vector<V> buffer;
+  if (static_cast<int64_t>(buffer.size()) < size) buffer.resize(size);
+  return buffer.data();
+}
+
 // Work units a pass is split into, at least, where its shape allows: enough for any thread
 // count a CPU pool is likely to have. Fixed, so that the split, and with it every sum, does
 // not depend on the number of threads.
@@ -175,19 +184,21 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
 
   parallel_for(blocks * column_blocks, Cost(unit_cost), [&](int64_t begin, int64_t end) {
     const int64_t block_pixels = tiles_per_block * mr;
-    std::vector<float> cbuf(block_pixels * nb);
-    std::vector<int64_t> dst_pixel(block_pixels);
-    std::vector<int64_t> src_pixel(tiles_per_block * max_taps * mr);
-    std::vector<int64_t> tap_of(tiles_per_block * max_taps), tap_count(tiles_per_block);
+    float* const cbuf = Scratch<float, 0>(block_pixels * nb);
+    int64_t* const dst_pixel = Scratch<int64_t, 1>(block_pixels);
+    int64_t* const src_pixel = Scratch<int64_t, 2>(tiles_per_block * max_taps * mr);
+    int64_t* const tap_of = Scratch<int64_t, 3>(tiles_per_block * max_taps);
+    int64_t* const tap_count = Scratch<int64_t, 4>(tiles_per_block);
     // run[tile]: for the first tile of a run of affine tiles along one row, the run's
     // length; 0 for the run's other tiles and for tiles that are not affine.
-    std::vector<int64_t> run(tiles_per_block);
-    std::vector<char> stored(tiles_per_block);  // results already written to dst
-    std::vector<const void*> a(max_taps * mr);
-    std::vector<const float*> b(max_taps);
+    int64_t* const run = Scratch<int64_t, 5>(tiles_per_block);
+    char* const stored = Scratch<char, 6>(tiles_per_block);  // results already written to dst
+    const void** const a = Scratch<const void*, 7>(max_taps * mr);
+    const float** const b = Scratch<const float*, 8>(max_taps);
     // Per pixel of a tile: the source row index (n * src_rows + row, or -1) of each
     // candidate row tap, and the source column of each candidate column tap (or -1).
-    std::vector<int64_t> src_row(mr * dh.taps), src_col(mr * dw.taps);
+    int64_t* const src_row = Scratch<int64_t, 9>(mr * dh.taps);
+    int64_t* const src_col = Scratch<int64_t, 10>(mr * dw.taps);
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t block = unit / column_blocks, cb = unit % column_blocks;
       const Class& cls = *(std::upper_bound(classes.begin(), classes.end(), block,
@@ -206,8 +217,8 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
       int64_t run_start = -1;  // the run the next affine tile joins, if any
       for (int64_t tile = 0; tile < tiles; ++tile) {
         const int64_t valid = std::min<int64_t>(mr, p1 - p0 - tile * mr);
-        int64_t* tile_src = src_pixel.data() + tile * max_taps * mr;
-        int64_t* tile_taps = tap_of.data() + tile * max_taps;
+        int64_t* tile_src = src_pixel + tile * max_taps * mr;
+        int64_t* tile_taps = tap_of + tile * max_taps;
         // A tile of whole pixels in one row that every candidate tap reads inside the source
         // is affine: pixel m of tap t is pixel 0's source + m * mult columns.
         bool interior = valid == mr && j + mr <= cols && taps_h > 0 && taps_w > 0;
@@ -286,11 +297,11 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
       }
       // Reduction chunks outermost, so that one chunk of the packed filter serves every tile.
       const int64_t chunks = depth > 0 ? CeilDiv(depth, chunk) : 1;
-      std::fill(stored.begin(), stored.end(), 0);
+      std::fill(stored, stored + tiles_per_block, 0);
       for (int64_t k = 0; k < chunks; ++k) {
         const int64_t k0 = k * chunk, len = depth > 0 ? std::min(chunk, depth - k0) : 0;
         for (int64_t tile = 0; tile < tiles; ++tile) {
-          float* c = cbuf.data() + tile * mr * nb;
+          float* c = cbuf + tile * mr * nb;
           const bool affine = run[tile] > 0;
           if (!affine && tap_count[tile] < 0) continue;  // inside an affine run
           const int64_t count = tap_count[tile];
@@ -298,7 +309,7 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
             if (k == 0) std::fill(c, c + mr * nb, 0.0f);
             continue;
           }
-          const int64_t* tile_src = src_pixel.data() + tile * max_taps * mr;
+          const int64_t* tile_src = src_pixel + tile * max_taps * mr;
           const int64_t offset = col.src_offset + k0;
           for (int64_t t = 0; t < count; ++t) {
             b[t] = col.panel + tap_of[tile * max_taps + t] * col.tap_stride + k0 * nb;
@@ -311,10 +322,10 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
               if (col.width == nb) {
                 c = dst + dst_pixel[tile * mr] * dst_channels + col.dst_offset;
                 ldc = dw.step() * dst_channels;
-                std::fill(stored.begin() + tile, stored.begin() + tile + run[tile], 1);
+                std::fill(stored + tile, stored + tile + run[tile], 1);
               }
             }
-            kernel(run[tile], count, a.data(), dw.mult() * src_channels, b.data(), len, col.width,
+            kernel(run[tile], count, a, dw.mult() * src_channels, b, len, col.width,
                    c, ldc, k > 0);
             continue;
           }
@@ -325,13 +336,13 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
                                     : static_cast<const void*>(src + s * src_channels + offset);
             }
           }
-          kernel(1, count, a.data(), 0, b.data(), len, col.width, c, nb, k > 0);
+          kernel(1, count, a, 0, b, len, col.width, c, nb, k > 0);
         }
       }
       for (int64_t q = 0; q < tiles * mr; ++q) {
         if (dst_pixel[q] < 0 || stored[q / mr]) continue;
         T* out = dst + dst_pixel[q] * dst_channels + col.dst_offset;
-        const float* c = cbuf.data() + q * nb;
+        const float* c = cbuf + q * nb;
         for (int64_t j = 0; j < col.width; ++j) out[j] = static_cast<T>(c[j]);
       }
     }
@@ -417,11 +428,13 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
   const int64_t full_tiles = g.out_cols / mr;
   parallel_for(g.batch * g.in_rows, Cost(2.0 * g.out_cols * K * width * g.filter_rows / g.stride_rows),
                [&](int64_t begin, int64_t end) {
-    std::vector<float> contrib(g.out_cols * width), row(g.in_cols * FI), tail(mr * nb);
-    std::vector<const void*> a(mr);
+    float* const contrib = Scratch<float, 11>(g.out_cols * width);
+    float* const row = Scratch<float, 12>(g.in_cols * FI);
+    float* const tail = Scratch<float, 13>(mr * nb);
+    const void** const a = Scratch<const void*, 14>(mr);
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t n = unit / g.in_rows, ih = unit % g.in_rows;
-      std::fill(row.begin(), row.end(), 0.0f);
+      std::fill(row, row + g.in_cols * FI, 0.0f);
       for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
         const int64_t num = ih + g.pad_top - kh * g.dilation_rows;
         if (num < 0 || num % g.stride_rows != 0 || num / g.stride_rows >= g.out_rows) continue;
@@ -430,7 +443,7 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
           const float* b = panel.data() + kh * K * width + cb * nb;
           if (full_tiles > 0) {
             const void* row_start = dy_row;
-            gk.affine[kind](full_tiles, 1, &row_start, K, &b, K, contrib.data() + cb * nb, width,
+            gk.affine[kind](full_tiles, 1, &row_start, K, &b, K, contrib + cb * nb, width,
                             false);
           }
           const int64_t rest = g.out_cols - full_tiles * mr;
@@ -439,19 +452,19 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
               a[m] = m < rest ? static_cast<const void*>(dy_row + (full_tiles * mr + m) * K)
                               : static_cast<const void*>(zeros.data());
             }
-            gk.indirect[kind](1, a.data(), &b, K, tail.data(), false);
+            gk.indirect[kind](1, a, &b, K, tail, false);
             for (int64_t m = 0; m < rest; ++m) {
-              std::copy(tail.begin() + m * nb, tail.begin() + (m + 1) * nb,
-                        contrib.begin() + (full_tiles * mr + m) * width + cb * nb);
+              std::copy(tail + m * nb, tail + (m + 1) * nb,
+                        contrib + (full_tiles * mr + m) * width + cb * nb);
             }
           }
         }
         for (int64_t ow = 0; ow < g.out_cols; ++ow) {
-          const float* c = contrib.data() + ow * width;
+          const float* c = contrib + ow * width;
           for (int64_t kw = 0; kw < KW; ++kw) {
             const int64_t iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
             if (iw < 0 || iw >= g.in_cols) continue;
-            float* r = row.data() + iw * FI;
+            float* r = row + iw * FI;
             for (int64_t ci = 0; ci < FI; ++ci) r[ci] += c[kw * FI + ci];
           }
         }
@@ -669,9 +682,9 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
   }
   parallel_for(plan.units, Cost(2.0 * rows / plan.slices * g.out_cols * plan.ci_chunk * plan.k_chunk),
                [&](int64_t begin, int64_t end) {
-    std::vector<float> local(plan.ci_chunk * plan.k_chunk);
-    std::vector<float> a_pack(kFilterBlockPixels * plan.ci_chunk);
-    std::vector<float> b_pack(kFilterBlockPixels * plan.k_chunk);
+    float* const local = Scratch<float, 15>(plan.ci_chunk * plan.k_chunk);
+    float* const a_pack = Scratch<float, 16>(kFilterBlockPixels * plan.ci_chunk);
+    float* const b_pack = Scratch<float, 17>(kFilterBlockPixels * plan.k_chunk);
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t slice = unit / per_slice;
       int64_t u = unit % per_slice;
@@ -690,7 +703,7 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
                grp * Kg;
       };
       for (int64_t q = q0; q < q0 + plan.ci_chunk; ++q) {
-        float* l = local.data() + (q - q0) * plan.k_chunk;
+        float* l = local + (q - q0) * plan.k_chunk;
         for (int64_t k = k0; k < k0 + plan.k_chunk; ++k) {
           l[k - k0] = q < q1 && k < k1 ? out_row(q)[k] : 0.0f;
         }
@@ -712,9 +725,9 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
       const auto flush = [&] {
         for (int64_t q = q0; q < q1; q += mr) {
           for (int64_t k = k0; k < k1; k += nb) {
-            strided(count, a_pack.data() + (q - q0), plan.ci_chunk, std::min<int64_t>(mr, q1 - q),
-                    b_pack.data() + (k - k0), plan.k_chunk,
-                    local.data() + (q - q0) * plan.k_chunk + (k - k0), plan.k_chunk);
+            strided(count, a_pack + (q - q0), plan.ci_chunk, std::min<int64_t>(mr, q1 - q),
+                    b_pack + (k - k0), plan.k_chunk,
+                    local + (q - q0) * plan.k_chunk + (k - k0), plan.k_chunk);
           }
         }
         count = 0;
@@ -735,7 +748,7 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
               for (int64_t k = k0; k < k1; k += nb) {
                 strided(in_hi - in_lo, a + (q - q0), g.stride_cols * C, std::min<int64_t>(mr, q1 - q),
                         dy_row + in_lo * K + k, K,
-                        local.data() + (q - q0) * plan.k_chunk + (k - k0), plan.k_chunk);
+                        local + (q - q0) * plan.k_chunk + (k - k0), plan.k_chunk);
               }
             }
           }
@@ -743,11 +756,11 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
         for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
           if (ow == in_lo) ow = in_hi;
           if (ow >= ow_hi) break;
-          float* b = b_pack.data() + count * plan.k_chunk;
+          float* b = b_pack + count * plan.k_chunk;
           const T* d = dy_row + ow * K;
           for (int64_t k = k0; k < k1; ++k) b[k - k0] = static_cast<float>(d[k]);
           std::fill(b + (k1 - k0), b + plan.k_chunk, 0.0f);
-          float* a = a_pack.data() + count * plan.ci_chunk;
+          float* a = a_pack + count * plan.ci_chunk;
           for (int64_t q = q0; q < q1;) {
             // The channels of one filter column: contiguous, or zero outside the input.
             const int64_t kw = kw0 + q / FI, q_end = std::min(q1, q - q % FI + FI);
@@ -765,7 +778,7 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
       }
       if (count > 0) flush();
       for (int64_t q = q0; q < q1; ++q) {
-        const float* l = local.data() + (q - q0) * plan.k_chunk;
+        const float* l = local + (q - q0) * plan.k_chunk;
         float* o = out_row(q);
         for (int64_t k = k0; k < k1; ++k) o[k] = l[k - k0];
       }
@@ -815,7 +828,7 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const FilterPlan& plan, const T*
   }
   parallel_for(plan.units, Cost(2.0 * rows / plan.slices * g.out_cols * max_nb * taps),
                [&](int64_t begin, int64_t end) {
-    std::vector<float> local(taps * max_nb);
+    float* const local = Scratch<float, 18>(taps * max_nb);
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t slice = unit / count;
       const DepthwiseBlock& blk = blocks[unit % count];
@@ -839,7 +852,7 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const FilterPlan& plan, const T*
             const int64_t iw_lo = lo[kw] * g.stride_cols - g.pad_left + kw * g.dilation_cols;
             const T* a = x_row + iw_lo * C;
             const T* b = dy_row + lo[kw] * C;
-            float* l = local.data() + (kh * g.filter_cols + kw) * nb;
+            float* l = local + (kh * g.filter_cols + kw) * nb;
             if (width == nb) {
               vector_kernel(len, a, g.stride_cols * C, b, C, l);
             } else {
