@@ -97,6 +97,29 @@ class FastKernelsTest(tf.test.TestCase):
     def test_depthwise_kernels(self):
         self._check(DEPTHWISE_KINDS, DEPTHWISE_CASES, 2)
 
+    def test_nchw_in_chunks_matches_nhwc(self):
+        # NCHW runs on NHWC copies of chunks of images (2**21 elements at most, one image at
+        # least): 3 images of 40 x 120 x 150 go in chunks of 2 and 1. The same op in NHWC on
+        # the transposed tensors is the reference here (the float64 one would take minutes).
+        rng = np.random.default_rng(4)
+        for depthwise, filter_shape in ((False, [3, 3, 40, 8]), (True, [3, 3, 40, 1])):
+            nhwc = common.make_config("NHWC", 3, 120, 150, 40, filter_shape, (1, 2), (1, 1), "SAME",
+                                      depthwise=depthwise)
+            nchw = common.make_config("NCHW", 3, 120, 150, 40, filter_shape, (1, 2), (1, 1), "SAME",
+                                      depthwise=depthwise)
+            kinds = DEPTHWISE_KINDS if depthwise else ["conv2d", "backprop_input", "backprop_filter"]
+            for kind in kinds:
+                for dtype in (tf.float32, tf.bfloat16):
+                    arrays = common.make_inputs(rng, nhwc, dtype)
+                    to_nchw = {k: np.transpose(v, (0, 3, 1, 2)) if k != "w" else v
+                               for k, v in arrays.items()}
+                    ours = common.run_ours(kind, nchw, to_nchw, dtype)
+                    expected = common.run_ours(kind, nhwc, arrays, dtype)
+                    if "filter" not in kind:
+                        expected = np.transpose(expected, (0, 3, 1, 2))
+                    self.assertLessEqual(common.max_error(ours, expected), common.TOLERANCE[dtype],
+                                         common.describe(kind, nchw, dtype))
+
     def test_isa_is_reported(self):
         self.assertIn(tf_ops.cpu_kernel_isa(), ("avx512", "avx2", "generic"))
 

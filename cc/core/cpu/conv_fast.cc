@@ -84,21 +84,42 @@ constexpr int64_t kPanelFloats = 48 * 1024;
 // Output pixels per work unit of the indirect passes.
 constexpr int64_t kPixelsPerBlock = 96;
 
-// dst[c * rows + r] = src[r * cols + c]: one image between NHWC ([rows = pixels][cols =
-// channels]) and NCHW, in square blocks.
+// dst[i][c][r] = src[i][r][c] for `images` images of rows x cols: between NHWC ([rows =
+// pixels][cols = channels]) and NCHW. Whole 16 x 16 blocks go through the instruction
+// set's in-register transpose, the edges element by element.
 template <typename T>
-void Transpose(const T* src, int64_t rows, int64_t cols, T* dst, const ParallelFor& parallel_for) {
-  constexpr int64_t kBlock = 32;
+void Transpose(const T* src, int64_t images, int64_t rows, int64_t cols, T* dst,
+               const ParallelFor& parallel_for) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 2, "4- or 2-byte elements");
+  const TransposeFn block = sizeof(T) == 4 ? Kernels().transpose32 : Kernels().transpose16;
+  constexpr int64_t kBlock = 64;  // a work unit: up to 64 x 64 elements
   const int64_t row_blocks = CeilDiv(rows, kBlock), col_blocks = CeilDiv(cols, kBlock);
-  parallel_for(row_blocks * col_blocks, kBlock * kBlock * 2, [&](int64_t begin, int64_t end) {
+  const int64_t per_image = row_blocks * col_blocks;
+  parallel_for(images * per_image, kBlock * kBlock, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t r0 = unit / col_blocks * kBlock, c0 = unit % col_blocks * kBlock;
+      const int64_t image = unit / per_image, b = unit % per_image;
+      const T* s = src + image * rows * cols;
+      T* d = dst + image * rows * cols;
+      const int64_t r0 = b / col_blocks * kBlock, c0 = b % col_blocks * kBlock;
       const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
+      const int64_t r16 = r0 + (r1 - r0) / 16 * 16, c16 = c0 + (c1 - c0) / 16 * 16;
+      for (int64_t r = r0; r < r16; r += 16) {
+        for (int64_t c = c0; c < c16; c += 16) block(s + r * cols + c, cols, d + c * rows + r, rows);
+      }
       for (int64_t c = c0; c < c1; ++c) {
-        for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
+        const int64_t from = c < c16 ? r16 : r0;
+        for (int64_t r = from; r < r1; ++r) d[c * rows + r] = s[r * cols + c];
       }
     }
   });
+}
+
+// NCHW passes run on NHWC copies of this many elements at most (and at least one image).
+constexpr int64_t kNchwChunkElements = int64_t{1} << 21;
+
+// Images per NHWC copy of an NCHW pass whose images have `elements` elements.
+int64_t NchwChunk(int64_t batch, int64_t elements) {
+  return std::max<int64_t>(1, std::min(batch, kNchwChunkElements / std::max<int64_t>(1, elements)));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -592,17 +613,19 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
               G * blocks, src_group, std::min(chunk, src_group), column, kernel, parallel_for);
 }
 
-// Runs `nhwc(g1, src_image, dst_image)` once per image of an NCHW pass, through NHWC copies.
+// Runs `nhwc(gc, src_images, dst_images)` on chunks of the images of an NCHW pass, through
+// NHWC copies (gc is the geometry with the chunk's batch).
 template <typename T, typename Fn>
 void PerImageNchw(const ConvGeometry& g, const T* src, int64_t src_c, int64_t src_hw, T* dst,
                   int64_t dst_c, int64_t dst_hw, const ParallelFor& parallel_for, const Fn& nhwc) {
-  ConvGeometry g1 = g;
-  g1.batch = 1;
-  std::vector<T> src_nhwc(src_c * src_hw), dst_nhwc(dst_c * dst_hw);
-  for (int64_t n = 0; n < g.batch; ++n) {
-    Transpose(src + n * src_c * src_hw, src_c, src_hw, src_nhwc.data(), parallel_for);
-    nhwc(g1, src_nhwc.data(), dst_nhwc.data());
-    Transpose(dst_nhwc.data(), dst_hw, dst_c, dst + n * dst_c * dst_hw, parallel_for);
+  const int64_t chunk = NchwChunk(g.batch, std::max(src_c * src_hw, dst_c * dst_hw));
+  std::vector<T> src_nhwc(chunk * src_c * src_hw), dst_nhwc(chunk * dst_c * dst_hw);
+  for (int64_t n = 0; n < g.batch; n += chunk) {
+    ConvGeometry gc = g;
+    gc.batch = std::min(chunk, g.batch - n);
+    Transpose(src + n * src_c * src_hw, gc.batch, src_c, src_hw, src_nhwc.data(), parallel_for);
+    nhwc(gc, src_nhwc.data(), dst_nhwc.data());
+    Transpose(dst_nhwc.data(), gc.batch, dst_hw, dst_c, dst + n * dst_c * dst_hw, parallel_for);
   }
 }
 
@@ -926,14 +949,17 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     return false;
   } else {
     if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
-    ConvGeometry g1 = g;
-    if (layout == Layout::kNCHW) g1.batch = 1;
+    // NCHW runs on NHWC copies of chunks of images; the plan (and so every sum) is that of a
+    // chunk, the same for every chunk.
+    const int64_t in_hw = g.in_rows * g.in_cols, out_hw = g.out_rows * g.out_cols;
+    ConvGeometry gc = g;
+    if (layout == Layout::kNCHW) {
+      gc.batch = NchwChunk(g.batch, std::max(in_hw * g.in_depth, out_hw * g.out_depth));
+    }
     const int64_t size = g.filter_elements();
     const bool depthwise = IsDepthwiseOne(g);
     const GemmKernel& gk = PickGemm(g.out_depth_per_group());
-    const FilterPlan plan = depthwise
-        ? PlanDepthwiseFilter(g1)
-        : PlanFilter(g1, gk.mr, gk.nb);
+    const FilterPlan plan = depthwise ? PlanDepthwiseFilter(gc) : PlanFilter(gc, gk.mr, gk.nb);
     std::vector<float> acc(plan.slices * size, 0.0f);
     const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp) {
       if (depthwise) {
@@ -945,12 +971,14 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     if (layout == Layout::kNHWC) {
       pass(g, x, dy);
     } else {
-      const int64_t in_hw = g.in_rows * g.in_cols, out_hw = g.out_rows * g.out_cols;
-      std::vector<T> x_nhwc(in_hw * g.in_depth), dy_nhwc(out_hw * g.out_depth);
-      for (int64_t n = 0; n < g.batch; ++n) {
-        Transpose(x + n * g.in_depth * in_hw, g.in_depth, in_hw, x_nhwc.data(), parallel_for);
-        Transpose(dy + n * g.out_depth * out_hw, g.out_depth, out_hw, dy_nhwc.data(), parallel_for);
-        pass(g1, x_nhwc.data(), dy_nhwc.data());
+      std::vector<T> x_nhwc(gc.batch * in_hw * g.in_depth), dy_nhwc(gc.batch * out_hw * g.out_depth);
+      for (int64_t n = 0; n < g.batch; n += gc.batch) {
+        ConvGeometry gp = gc;
+        gp.batch = std::min(gc.batch, g.batch - n);
+        Transpose(x + n * g.in_depth * in_hw, gp.batch, g.in_depth, in_hw, x_nhwc.data(), parallel_for);
+        Transpose(dy + n * g.out_depth * out_hw, gp.batch, g.out_depth, out_hw, dy_nhwc.data(),
+                  parallel_for);
+        pass(gp, x_nhwc.data(), dy_nhwc.data());
       }
     }
     for (int64_t i = 0; i < size; ++i) {

@@ -59,6 +59,10 @@ using DepthwiseStridedFn = void (*)(int64_t len, const void* a, int64_t a_step, 
 
 // Plain aggregates with trivial constructors (no member initializers), so that no
 // constructor code is emitted by the instruction-set translation units.
+// Transposes one 16 x 16 block of 4-byte (transpose32) or 2-byte (transpose16) elements:
+//   dst[j * dst_stride + i] = src[i * src_stride + j]   for i, j < 16 (strides in elements).
+using TransposeFn = void (*)(const void* src, int64_t src_stride, void* dst, int64_t dst_stride);
+
 struct GemmKernel {
   int mr, nb;  // tile: mr rows (pixels or input channels) x nb output columns
   GemmIndirectFn indirect[kElemKinds];
@@ -80,6 +84,7 @@ struct KernelTable {
   GemmKernel gemm[3];
   // Likewise for depthwise: dw[0] nb 16, dw[1] nb 32, dw[2] nb 64 (or narrower).
   DepthwiseKernel dw[3];
+  TransposeFn transpose32, transpose16;
 };
 
 // One table per instruction set; each is null when this build lacks it.
