@@ -81,8 +81,11 @@ V* Scratch(int64_t size) {
 constexpr int64_t kMinUnits = 16;
 // Floats of packed filter one reduction chunk may span, to stay in the L2 cache.
 constexpr int64_t kPanelFloats = 48 * 1024;
-// Output pixels per work unit of the indirect passes.
-constexpr int64_t kPixelsPerBlock = 96;
+// Output pixels per work unit of the indirect passes: GEMM tiles carry a long reduction
+// each; depthwise tiles are short, so their units span more rows, and neighbouring output
+// rows reuse the input rows they share while those are in cache.
+constexpr int64_t kGemmPixelsPerBlock = 96;
+constexpr int64_t kDepthwisePixelsPerBlock = 384;
 
 // dst[i][c][r] = src[i][r][c] for `images` images of rows x cols: between NHWC ([rows =
 // pixels][cols = channels]) and NCHW. Whole 16 x 16 blocks go through the instruction
@@ -186,7 +189,8 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
     int64_t h, w, pixels, first_block;
     std::vector<int64_t> taps_h, taps_w, base_h, base_w;
   };
-  const int64_t tiles_per_block = std::max<int64_t>(1, kPixelsPerBlock / mr);
+  const int64_t block_target = depth > 0 ? kGemmPixelsPerBlock : kDepthwisePixelsPerBlock;
+  const int64_t tiles_per_block = std::max<int64_t>(1, block_target / mr);
   std::vector<Class> classes;
   int64_t blocks = 0;
   for (int64_t ch = 0; ch < dh.classes(); ++ch) {
@@ -200,7 +204,7 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
   }
   std::vector<T> zeros(std::max<int64_t>({depth, static_cast<int64_t>(nb), 1}), T(0.0f));
   const int64_t max_taps = dh.taps * dw.taps;
-  const double unit_cost = 2.0 * kPixelsPerBlock * nb * std::max<int64_t>(depth, 1) * max_taps /
+  const double unit_cost = 2.0 * block_target * nb * std::max<int64_t>(depth, 1) * max_taps /
                            (1.0 * dh.step() * dw.step());
 
   parallel_for(blocks * column_blocks, Cost(unit_cost), [&](int64_t begin, int64_t end) {
@@ -235,7 +239,6 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
       // Which source pixel each (tile, tap, pixel) reads; taps no pixel of a tile reads are
       // dropped from that tile.
       const int64_t tiles = CeilDiv(p1 - p0, mr);
-      int64_t run_start = -1;  // the run the next affine tile joins, if any
       for (int64_t tile = 0; tile < tiles; ++tile) {
         const int64_t valid = std::min<int64_t>(mr, p1 - p0 - tile * mr);
         int64_t* tile_src = src_pixel + tile * max_taps * mr;
@@ -252,11 +255,13 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
           interior = c0 >= 0 && c1 < dw.src_size;
         }
         run[tile] = 0;
-        if (!interior) run_start = -1;
-        if (interior && run_start >= 0) {
-          ++run[run_start];
-          tap_count[tile] = -1;
-        } else if (interior) {
+        if (interior) {
+          // This tile and the next ones of the row that stay inside the source form a run.
+          int64_t last_j = cols - mr;  // the last tile start in the row
+          for (int64_t a = 0; a < taps_w; ++a) {
+            last_j = std::min(last_j, (dw.src_size - 1 - cls.base_w[a]) / dw.mult() - (mr - 1));
+          }
+          const int64_t length = std::min(1 + (last_j - j) / mr, (p1 - p0) / mr - tile);
           int64_t count = 0;
           for (int64_t ah = 0; ah < taps_h; ++ah) {
             const int64_t row = n * dh.src_size + cls.base_h[ah] + i * dh.mult();
@@ -266,17 +271,15 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
             }
           }
           tap_count[tile] = count;
-          run[tile] = 1;
-          run_start = tile;
-        }
-        if (interior) {
+          run[tile] = length;
+          for (int64_t q = 1; q < length; ++q) run[tile + q] = 0, tap_count[tile + q] = -1;
           const int64_t first = (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
-          for (int64_t m = 0; m < mr; ++m) dst_pixel[tile * mr + m] = first + m * dw.step();
-          if ((j += mr) == cols) {
+          for (int64_t m = 0; m < length * mr; ++m) dst_pixel[tile * mr + m] = first + m * dw.step();
+          if ((j += length * mr) == cols) {
             j = 0;
-            run_start = -1;
             if (++i == rows) i = 0, ++n;
           }
+          tile += length - 1;
           continue;
         }
         for (int64_t m = 0; m < mr; ++m) {
