@@ -619,7 +619,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
 // Runs `nhwc(gc, src_images, dst_images)` on chunks of the images of an NCHW pass, through
 // NHWC copies (gc is the geometry with the chunk's batch).
 template <typename T, typename Fn>
-void PerImageNchw(const ConvGeometry& g, const T* src, int64_t src_c, int64_t src_hw, T* dst,
+void InNhwcChunks(const ConvGeometry& g, const T* src, int64_t src_c, int64_t src_hw, T* dst,
                   int64_t dst_c, int64_t dst_hw, const ParallelFor& parallel_for, const Fn& nhwc) {
   const int64_t chunk = NchwChunk(g.batch, std::max(src_c * src_hw, dst_c * dst_hw));
   std::vector<T> src_nhwc(chunk * src_c * src_hw), dst_nhwc(chunk * dst_c * dst_hw);
@@ -903,46 +903,41 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const FilterPlan& plan, const T*
 
 bool AnyEmpty(int64_t a, int64_t b, int64_t c) { return a <= 0 || b <= 0 || c <= 0; }
 
+// Forward (reads x, writes y) or backprop input (reads dy, writes dx) in either layout.
+template <typename T>
+bool FastIndirect(const ConvGeometry& g, Layout layout, bool forward, const T* w, const T* src,
+                  T* dst, const ParallelFor& parallel_for) {
+  if constexpr (KindOf<T>() < 0) {
+    return false;
+  } else {
+    if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
+    if (layout == Layout::kNHWC) {
+      IndirectNhwc(g, forward, w, src, dst, parallel_for);
+      return true;
+    }
+    int64_t src_c = g.in_depth, src_hw = g.in_rows * g.in_cols;
+    int64_t dst_c = g.out_depth, dst_hw = g.out_rows * g.out_cols;
+    if (!forward) std::swap(src_c, dst_c), std::swap(src_hw, dst_hw);
+    InNhwcChunks(g, src, src_c, src_hw, dst, dst_c, dst_hw, parallel_for,
+                 [&](const ConvGeometry& gc, const T* s, T* d) {
+                   IndirectNhwc(gc, forward, w, s, d, parallel_for);
+                 });
+    return true;
+  }
+}
+
 }  // namespace
 
 template <typename T>
 bool FastConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
                      const ParallelFor& parallel_for) {
-  if constexpr (KindOf<T>() < 0) {
-    return false;
-  } else {
-    if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
-    if (layout == Layout::kNHWC) {
-      IndirectNhwc(g, /*forward=*/true, w, x, y, parallel_for);
-    } else {
-      PerImageNchw(g, x, g.in_depth, g.in_rows * g.in_cols, y, g.out_depth,
-                   g.out_rows * g.out_cols, parallel_for,
-                   [&](const ConvGeometry& g1, const T* src, T* dst) {
-                     IndirectNhwc(g1, true, w, src, dst, parallel_for);
-                   });
-    }
-    return true;
-  }
+  return FastIndirect(g, layout, /*forward=*/true, w, x, y, parallel_for);
 }
 
 template <typename T>
 bool FastConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy,
                            T* dx, const ParallelFor& parallel_for) {
-  if constexpr (KindOf<T>() < 0) {
-    return false;
-  } else {
-    if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
-    if (layout == Layout::kNHWC) {
-      IndirectNhwc(g, /*forward=*/false, w, dy, dx, parallel_for);
-    } else {
-      PerImageNchw(g, dy, g.out_depth, g.out_rows * g.out_cols, dx, g.in_depth,
-                   g.in_rows * g.in_cols, parallel_for,
-                   [&](const ConvGeometry& g1, const T* src, T* dst) {
-                     IndirectNhwc(g1, false, w, src, dst, parallel_for);
-                   });
-    }
-    return true;
-  }
+  return FastIndirect(g, layout, /*forward=*/false, w, dy, dx, parallel_for);
 }
 
 template <typename T>
