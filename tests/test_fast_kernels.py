@@ -36,6 +36,8 @@ CASES = [
      common.make_config("NHWC", 2, 14, 15, 33, [1, 1, 33, 17], (2, 2), (1, 1), "VALID")),
     ("chunked backprop-input reduction (300 output channels), 20 input channels, long rows",
      common.make_config("NHWC", 2, 9, 40, 20, [3, 3, 20, 300], (1, 1), (1, 1), "SAME")),
+    ("filter columns that read no input: 1-column input, column dilation 2",
+     common.make_config("NHWC", 2, 9, 1, 4, [3, 3, 4, 5], (2, 1), (1, 2), "SAME")),
     ("stride 3 x 2, dilation 2 x 3, 5x4 filter, NCHW",
      common.make_config("NCHW", 2, 21, 26, 18, [5, 4, 18, 33], (3, 2), (2, 3), "SAME")),
 ]
@@ -46,6 +48,8 @@ DEPTHWISE_CASES = [
      common.make_config("NCHW", 2, 23, 31, 85, [3, 3, 85, 1], (2, 3), (2, 2), "SAME", depthwise=True)),
     ("5 channels: scalar remainder only, 5x5 VALID",
      common.make_config("NHWC", 3, 17, 20, 5, [5, 5, 5, 1], (1, 1), (1, 1), "VALID", depthwise=True)),
+    ("depth multiplier 2, filter columns that read no input (1-column input, dilation 2)",
+     common.make_config("NHWC", 2, 10, 1, 2, [3, 3, 2, 2], (3, 1), (3, 2), "SAME", depthwise=True)),
     ("depth multiplier 3 (grouped GEMM), stride 2",
      common.make_config("NHWC", 2, 15, 16, 20, [3, 3, 20, 3], (2, 2), (1, 1), "SAME", depthwise=True)),
     ("96 = 64 + 32 channels, batch 1, explicit pads",

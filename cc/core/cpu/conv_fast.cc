@@ -640,7 +640,7 @@ void InNhwcChunks(const ConvGeometry& g, const T* src, int64_t src_c, int64_t sr
 void ReadRange(int64_t out_size, int64_t in_size, int64_t stride, int64_t pad, int64_t dilation,
                int64_t t, int64_t* lo, int64_t* hi) {
   const int64_t offset = t * dilation - pad;  // input index of output 0
-  *lo = std::max<int64_t>(0, CeilDivSigned(-offset, stride));
+  *lo = std::min(out_size, std::max<int64_t>(0, CeilDivSigned(-offset, stride)));
   *hi = std::min<int64_t>(out_size, FloorDivSigned(in_size - 1 - offset, stride) + 1);
   if (*hi < *lo) *hi = *lo;
 }
@@ -737,10 +737,11 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
       // The output columns some row of the unit reads, and those every row reads.
       int64_t ow_lo = g.out_cols, ow_hi = 0, in_lo = 0, in_hi = g.out_cols;
       for (int64_t kw = kw0 + q0 / FI; kw <= kw0 + (q1 - 1) / FI; ++kw) {
-        ow_lo = std::min(ow_lo, lo[kw]);
-        ow_hi = std::max(ow_hi, hi[kw]);
         in_lo = std::max(in_lo, lo[kw]);
         in_hi = std::min(in_hi, hi[kw]);
+        if (hi[kw] == lo[kw]) continue;  // a column no output reads through
+        ow_lo = std::min(ow_lo, lo[kw]);
+        ow_hi = std::max(ow_hi, hi[kw]);
       }
       // Long runs of float columns every row reads go to the micro-kernel in place; the
       // rest is packed.
