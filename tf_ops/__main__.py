@@ -3,6 +3,8 @@
 Prints the TensorFlow version, the library and how it was built, the registered kernels
 per device and dtype, then runs every op on a handful of configurations against the
 float64 reference and TensorFlow's built-in op, with timings. Exits 1 if any row fails.
+
+`python -m tf_ops bench` runs the benchmark instead (python -m tf_ops bench --help).
 """
 import argparse
 import os
@@ -106,7 +108,16 @@ def _print_table(header, rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tf_ops", description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:
+        from tf_ops import _bench
+        return _bench.main(argv[1:])
+    return selfcheck_main(argv)
+
+
+def selfcheck_main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tf_ops", description=__doc__.splitlines()[0],
+                                     epilog="python -m tf_ops bench --help: the benchmark")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per op (median is shown)")
     args = parser.parse_args(argv)
 
