@@ -35,9 +35,12 @@ MICROKERNEL_FLAGS = {
                                          "-mf16c"],
     "cc/core/cpu/microkernels_avx512.cc": ["-ffp-contract=fast", "-mavx512f", "-mavx512vl",
                                            "-mavx512bw", "-mavx512dq", "-mfma", "-mf16c"],
+    "cc/core/cpu/microkernels_avx512bf16.cc": ["-mavx512f", "-mavx512vl", "-mavx512bw",
+                                               "-mavx512dq", "-mavx512bf16"],
 }
 if platform.machine().lower() in ("x86_64", "amd64"):
-    SOURCES += ["cc/core/cpu/microkernels_avx2.cc", "cc/core/cpu/microkernels_avx512.cc"]
+    SOURCES += ["cc/core/cpu/microkernels_avx2.cc", "cc/core/cpu/microkernels_avx512.cc",
+                "cc/core/cpu/microkernels_avx512bf16.cc"]
 WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
 UBSAN_FOR_TF_HEADERS = ("signed-integer-overflow,integer-divide-by-zero,shift,bounds,vla-bound,"
                       "float-cast-overflow,float-divide-by-zero,alignment,bool,enum,unreachable,"

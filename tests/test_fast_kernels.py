@@ -23,6 +23,8 @@ HALF_TYPES = [tf.float32, tf.float16, tf.bfloat16]
 CASES = [
     ("chunked forward reduction (100 input channels), 128 columns, long rows",
      common.make_config("NHWC", 2, 11, 37, 100, [3, 3, 100, 128], (1, 1), (1, 1), "SAME")),
+    ("5x5, 101 input channels: chunked reductions of odd length (float and bfloat16 pairs)",
+     common.make_config("NHWC", 1, 9, 12, 101, [5, 5, 101, 128], (1, 1), (1, 1), "SAME")),
     ("70 = 64 + 6 output channels, 5 = 3 + 2 groups of 2 in 10",
      common.make_config("NHWC", 2, 12, 13, 10, [3, 3, 2, 70], (1, 1), (1, 1), "SAME")),
     ("45 input / 130 output channels, stride 2, explicit pads",
@@ -125,7 +127,7 @@ class FastKernelsTest(tf.test.TestCase):
                                          common.describe(kind, nchw, dtype))
 
     def test_isa_is_reported(self):
-        self.assertIn(tf_ops.cpu_kernel_isa(), ("avx512", "avx2", "generic"))
+        self.assertIn(tf_ops.cpu_kernel_isa(), ("avx512_bf16", "avx512", "avx2", "generic"))
 
     def test_every_instruction_set(self):
         # The micro-kernels are compiled once per instruction set and picked at run time;
@@ -154,6 +156,8 @@ class FastKernelsTest(tf.test.TestCase):
             available.append("avx2")
         if all(f in flags for f in (" avx512f", " avx512vl", " avx512bw", " avx512dq")):
             available.append("avx512")
+            if " avx512_bf16" in flags:
+                available.append("avx512_bf16")
         for isa in available:
             env = dict(os.environ, TF_OPS_CPU_ISA=isa, TF_CPP_MIN_LOG_LEVEL="2")
             proc = subprocess.run([sys.executable, "-c", script], cwd=str(HERE), env=env,

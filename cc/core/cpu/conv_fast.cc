@@ -14,28 +14,33 @@ namespace tf_ops {
 namespace cpu {
 
 const KernelTable& Kernels() {
-  static const KernelTable* const table = [] {
+  static const KernelTable table = [] {
     const char* env = std::getenv("TF_OPS_CPU_ISA");
     const std::string cap = env != nullptr ? env : "";
-    const bool allow_avx512 = cap.empty() || cap == "avx512";
+    const bool allow_bf16 = cap.empty() || cap == "avx512_bf16";
+    const bool allow_avx512 = allow_bf16 || cap == "avx512";
     const bool allow_avx2 = allow_avx512 || cap == "avx2";
+    KernelTable t = *GenericKernels();
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (allow_avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-      return Avx512Kernels();
-    }
-    if (allow_avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
-      return Avx2Kernels();
+      t = *Avx512Kernels();
+      if (allow_bf16 && __builtin_cpu_supports("avx512bf16")) {
+        t.isa = "avx512_bf16";
+        t.gemm_bf16_pairs = Avx512Bf16GemmKernels();
+      }
+    } else if (allow_avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c")) {
+      t = *Avx2Kernels();
     }
 #else
     (void)allow_avx2;
 #endif
-    return GenericKernels();
+    return t;
   }();
-  return *table;
+  return table;
 }
 
 const char* FastKernelIsa() { return Kernels().isa; }
@@ -165,6 +170,8 @@ struct ColumnBlock {
   int64_t width = 0;       // valid columns (<= nb)
   const float* panel = nullptr;  // packed filter of tap 0; tap t at panel + t * tap_stride
   int64_t tap_stride = 0;
+  // Floats of the panel per reduction row: nb, or nb / 2 for panels of bfloat16 pairs.
+  int64_t row_floats = 0;
 };
 
 // The tile kernel of an indirect pass: (tiles, taps, a, pixel_step, b, depth, width, c, ldc,
@@ -336,7 +343,7 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
           const int64_t* tile_src = src_pixel + tile * max_taps * mr;
           const int64_t offset = col.src_offset + k0;
           for (int64_t t = 0; t < count; ++t) {
-            b[t] = col.panel + tap_of[tile * max_taps + t] * col.tap_stride + k0 * nb;
+            b[t] = col.panel + tap_of[tile * max_taps + t] * col.tap_stride + k0 * col.row_floats;
           }
           if (affine) {
             for (int64_t t = 0; t < count; ++t) a[t] = src + tile_src[t * mr] * src_channels + offset;
@@ -537,6 +544,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
         col.width = std::min<int64_t>(nb, seg.end - col.src_offset);
         col.panel = panel.data() + col.src_offset;
         col.tap_stride = C;
+        col.row_floats = 0;
         return col;
       };
       const DepthwiseIndirectFn indirect = dk.indirect[kind];
@@ -571,40 +579,57 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   // output channels; backprop input: FI input channels), the reduction runs over the
   // source channels of the group (FI; Kg) for every tap.
   const int64_t dst_group = forward ? Kg : FI, src_group = forward ? FI : Kg;
+  const KernelTable& table = Kernels();
   const GemmKernel& gk = PickGemm(dst_group);
   const int nb = gk.nb;
   const int64_t blocks = CeilDiv(dst_group, nb);
-  // panel[((grp * blocks + cb) * taps + t) * src_group + r][j]
-  std::vector<float> panel(G * blocks * taps * src_group * nb, 0.0f);
+  // bfloat16 with AVX-512 BF16: dot products of bfloat16 pairs along the reduction, on a
+  // panel that keeps the filter in bfloat16 pairs (half a float per value).
+  const bool pairs = kind == kElemBF16 && table.gemm_bf16_pairs != nullptr;
+  const GemmKernel& kernels = pairs ? table.gemm_bf16_pairs[&gk - table.gemm] : gk;
+  const int64_t rows = pairs ? CeilDiv(src_group, 2) * 2 : src_group;  // panel rows per tap
+  const int64_t row_floats = pairs ? nb / 2 : nb;
+  // panel[((grp * blocks + cb) * taps + t) * rows + r][j], as floats or bfloat16 pairs
+  std::vector<float> panel(G * blocks * taps * rows * row_floats, 0.0f);
+  uint16_t* const halves = reinterpret_cast<uint16_t*>(panel.data());
   for (int64_t grp = 0; grp < G; ++grp) {
     for (int64_t cb = 0; cb < blocks; ++cb) {
       for (int64_t t = 0; t < taps; ++t) {
-        float* p = panel.data() + ((grp * blocks + cb) * taps + t) * src_group * nb;
+        const int64_t base = ((grp * blocks + cb) * taps + t) * rows * row_floats;
         for (int64_t r = 0; r < src_group; ++r) {
           for (int64_t j = 0; j < nb && cb * nb + j < dst_group; ++j) {
             const int64_t d = cb * nb + j;
             // w[t][ci][k]: forward (ci, k) = (r, grp*Kg + d); backprop input (d, grp*Kg + r).
             const int64_t ci = forward ? r : d, k = grp * Kg + (forward ? d : r);
-            p[r * nb + j] = static_cast<float>(w[(t * FI + ci) * K + k]);
+            const T v = w[(t * FI + ci) * K + k];
+            if (pairs) {
+              uint16_t bits;
+              std::memcpy(&bits, &v, 2);
+              halves[2 * (base + r / 2 * nb + j) + r % 2] = bits;
+            } else {
+              panel[base + r * nb + j] = static_cast<float>(v);
+            }
           }
         }
       }
     }
   }
-  const int64_t chunk = std::max<int64_t>(
-      16, std::min<int64_t>(src_group, kPanelFloats / std::max<int64_t>(1, taps * nb)));
+  int64_t chunk = std::max<int64_t>(
+      16, std::min<int64_t>(src_group, kPanelFloats / std::max<int64_t>(1, taps * row_floats)));
+  if (pairs) chunk += chunk % 2;  // chunks start at even rows of a pair panel
   const auto column = [&](int64_t unit) {
     const int64_t grp = unit / blocks, cb = unit % blocks;
     ColumnBlock col;
     col.src_offset = grp * src_group;
     col.dst_offset = grp * dst_group + cb * nb;
     col.width = std::min<int64_t>(nb, dst_group - cb * nb);
-    col.panel = panel.data() + (grp * blocks + cb) * taps * src_group * nb;
-    col.tap_stride = src_group * nb;
+    col.panel = panel.data() + (grp * blocks + cb) * taps * rows * row_floats;
+    col.tap_stride = rows * row_floats;
+    col.row_floats = row_floats;
     return col;
   };
-  const GemmIndirectFn indirect = gk.indirect[kind];
-  const GemmAffineFn affine = gk.affine[kind];
+  const GemmIndirectFn indirect = kernels.indirect[kind];
+  const GemmAffineFn affine = kernels.affine[kind];
   const TileKernel kernel = [indirect, affine](int64_t tiles, int64_t count, const void* const* a,
                                                int64_t pixel_step, const float* const* b,
                                                int64_t len, int64_t, float* c, int64_t ldc,

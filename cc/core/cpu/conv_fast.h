@@ -37,7 +37,8 @@ template <typename T>
 bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy,
                             T* dw, const ParallelFor& parallel_for);
 
-// The instruction set of the micro-kernels in use ("avx512", "avx2" or "generic").
+// The instruction set of the micro-kernels in use ("avx512_bf16", "avx512", "avx2" or
+// "generic").
 const char* FastKernelIsa();
 
 }  // namespace cpu

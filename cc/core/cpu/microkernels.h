@@ -85,16 +85,20 @@ struct KernelTable {
   // Likewise for depthwise: dw[0] nb 16, dw[1] nb 32, dw[2] nb 64 (or narrower).
   DepthwiseKernel dw[3];
   TransposeFn transpose32, transpose16;
+  // Where the processor has AVX-512 BF16: bfloat16 gemm kernels on bfloat16-pair filter
+  // panels (microkernels_avx512bf16.cc), the same tiles as gemm[]; else null.
+  const GemmKernel* gemm_bf16_pairs;
 };
 
 // One table per instruction set; each is null when this build lacks it.
 const KernelTable* GenericKernels();
 const KernelTable* Avx2Kernels();
 const KernelTable* Avx512Kernels();
+const GemmKernel* Avx512Bf16GemmKernels();
 
 // The table for the best instruction set the processor and OS support, capped by the
-// environment variable TF_OPS_CPU_ISA ("generic", "avx2" or "avx512") when it is set.
-// Read once, on first use.
+// environment variable TF_OPS_CPU_ISA ("generic", "avx2", "avx512" or "avx512_bf16") when it
+// is set. Read once, on first use.
 const KernelTable& Kernels();
 
 }  // namespace cpu

@@ -1,0 +1,131 @@
+// bfloat16 GEMM micro-kernels on AVX-512 BF16 dot products (vdpbf16ps): each instruction
+// multiplies pairs of bfloat16 values and adds both products to float accumulators, twice
+// the multiply-adds of a float FMA. Built with -mavx512bf16 besides the AVX-512 flags and
+// called only where the processor has it (Kernels() in conv_fast.cc).
+//
+// Same tiles and contracts as the gemm entries of microkernels.h, except that b points to
+// filter panels of bfloat16 pairs: row pair p of a panel holds, for each of its NB columns,
+// the values of reduction rows 2p and 2p + 1 (the second zero past an odd depth), so a
+// panel has depth / 2 rounded up rows of NB 32-bit pairs. Depth chunks start at even rows.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "cc/core/cpu/microkernels.h"
+
+namespace tf_ops {
+namespace cpu {
+namespace {
+
+#define TF_OPS_INLINE inline __attribute__((always_inline))
+
+template <int MR, bool Affine>
+TF_OPS_INLINE const uint16_t* PixelOf(const void* const* a, int64_t t, int m, int64_t pixel_step) {
+  if constexpr (Affine) {
+    return static_cast<const uint16_t*>(a[t]) + m * pixel_step;
+  } else {
+    return static_cast<const uint16_t*>(a[t * MR + m]);
+  }
+}
+
+template <int MR, int NV, bool Affine>
+TF_OPS_INLINE void DotTile(int64_t taps, const void* const* a, int64_t pixel_step,
+                           const float* const* b, int64_t depth, float* c, int64_t ldc,
+                           bool accumulate) {
+  constexpr int NB = NV * 16;
+  __m512 acc[MR][NV];
+#pragma GCC unroll 32
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      acc[m][v] = accumulate ? _mm512_loadu_ps(c + m * ldc + v * 16) : _mm512_setzero_ps();
+    }
+  }
+  const int64_t pairs = depth / 2;
+  for (int64_t t = 0; t < taps; ++t) {
+    const uint16_t* ap[MR];
+#pragma GCC unroll 32
+    for (int m = 0; m < MR; ++m) ap[m] = PixelOf<MR, Affine>(a, t, m, pixel_step);
+    const float* bp = b[t];
+    for (int64_t p = 0; p < pairs; ++p, bp += NB) {
+      __m512 bv[NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(bp + v * 16);
+#pragma GCC unroll 32
+      for (int m = 0; m < MR; ++m) {
+        uint32_t pair;
+        std::memcpy(&pair, ap[m] + 2 * p, 4);
+        const __m512i av = _mm512_set1_epi32(static_cast<int>(pair));
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) {
+          acc[m][v] = _mm512_dpbf16_ps(acc[m][v], (__m512bh)av, (__m512bh)bv[v]);
+        }
+      }
+    }
+    if (depth & 1) {
+      // The last row alone: its pair partner is zero in the panel and in the broadcast.
+      __m512 bv[NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(bp + v * 16);
+#pragma GCC unroll 32
+      for (int m = 0; m < MR; ++m) {
+        const __m512i av = _mm512_set1_epi32(static_cast<int>(ap[m][depth - 1]));
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) {
+          acc[m][v] = _mm512_dpbf16_ps(acc[m][v], (__m512bh)av, (__m512bh)bv[v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 32
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + m * ldc + v * 16, acc[m][v]);
+  }
+}
+
+template <int MR, int NV>
+void DotIndirect(int64_t taps, const void* const* a, const float* const* b, int64_t depth,
+                 float* c, bool accumulate) {
+  DotTile<MR, NV, false>(taps, a, 0, b, depth, c, NV * 16, accumulate);
+}
+
+constexpr int kMaxAffineTaps = 64;
+
+template <int MR, int NV>
+void DotAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_step,
+               const float* const* b, int64_t depth, float* c, int64_t ldc, bool accumulate) {
+  for (int64_t t0 = 0; t0 < taps; t0 += kMaxAffineTaps) {
+    const int64_t n = taps - t0 < kMaxAffineTaps ? taps - t0 : kMaxAffineTaps;
+    const void* ap[kMaxAffineTaps];
+    for (int64_t q = 0; q < tiles; ++q) {
+      for (int64_t t = 0; t < n; ++t) {
+        ap[t] = static_cast<const uint16_t*>(a[t0 + t]) + q * MR * pixel_step;
+      }
+      DotTile<MR, NV, true>(n, ap, pixel_step, b + t0, depth, c + q * MR * ldc, ldc,
+                            accumulate || t0 > 0);
+    }
+  }
+}
+
+template <int MR, int NV>
+GemmKernel MakeDot() {
+  GemmKernel k{};
+  k.mr = MR;
+  k.nb = NV * 16;
+  k.indirect[kElemBF16] = DotIndirect<MR, NV>;
+  k.affine[kElemBF16] = DotAffine<MR, NV>;
+  return k;
+}
+
+}  // namespace
+
+// The same tile shapes as the AVX-512 table's gemm entries.
+const GemmKernel* Avx512Bf16GemmKernels() {
+  static const GemmKernel kernels[3] = {MakeDot<14, 1>(), MakeDot<12, 2>(), MakeDot<6, 4>()};
+  return kernels;
+}
+
+}  // namespace cpu
+}  // namespace tf_ops
