@@ -54,6 +54,8 @@ DEPTHWISE_CASES = [
      common.make_config("NHWC", 2, 10, 1, 2, [3, 3, 2, 2], (3, 1), (3, 2), "SAME", depthwise=True)),
     ("depth multiplier 3 (grouped GEMM), stride 2",
      common.make_config("NHWC", 2, 15, 16, 20, [3, 3, 20, 3], (2, 2), (1, 1), "SAME", depthwise=True)),
+    ("stride 3 over a 2x2 filter (pixel classes no tap reaches), 70 columns: several groups",
+     common.make_config("NHWC", 2, 8, 70, 48, [2, 2, 48, 1], (3, 3), (1, 1), "SAME", depthwise=True)),
     ("96 = 64 + 32 channels, batch 1, explicit pads",
      common.make_config("NHWC", 1, 30, 29, 96, [3, 3, 96, 1], (1, 1), (1, 1), "EXPLICIT",
                         (0, 2, 1, 1), depthwise=True)),

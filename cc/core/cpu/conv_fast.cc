@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -86,11 +87,10 @@ V* Scratch(int64_t size) {
 constexpr int64_t kMinUnits = 16;
 // Floats of packed filter one reduction chunk may span, to stay in the L2 cache.
 constexpr int64_t kPanelFloats = 48 * 1024;
-// Output pixels per work unit of the indirect passes: GEMM tiles carry a long reduction
-// each; depthwise tiles are short, so their units span more rows, and neighbouring output
-// rows reuse the input rows they share while those are in cache.
+// Output pixels per work unit of the grouped-GEMM indirect pass.
 constexpr int64_t kGemmPixelsPerBlock = 96;
-constexpr int64_t kDepthwisePixelsPerBlock = 384;
+// Bytes of source (through every filter row) that one group of depthwise tiles reads.
+constexpr int64_t kDepthwiseGroupBytes = 16 * 1024;
 
 // dst[i][c][r] = src[i][r][c] for `images` images of rows x cols: between NHWC ([rows =
 // pixels][cols = channels]) and NCHW. Whole 16 x 16 blocks go through the instruction
@@ -185,7 +185,7 @@ using TileKernel = std::function<void(int64_t, int64_t, const void* const*, int6
 // Runs an indirect pass: dst[n, oh, ow, dst_offset + j] for every computed pixel and column,
 // from source pixels src[n, sh, sw, src_offset + k0 + r] and the packed filter, through
 // `kernel`. Source and destination are NHWC with `src_channels` / `dst_channels` per pixel.
-// `depth` (0 for depthwise) is the reduction length per tap, taken in chunks of `chunk`.
+// `depth` is the reduction length per tap, taken in chunks of `chunk`.
 template <typename T, typename ColumnFn>
 void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols,
                  int mr, int nb, const T* src, int64_t src_channels, T* dst,
@@ -196,7 +196,7 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
     int64_t h, w, pixels, first_block;
     std::vector<int64_t> taps_h, taps_w, base_h, base_w;
   };
-  const int64_t block_target = depth > 0 ? kGemmPixelsPerBlock : kDepthwisePixelsPerBlock;
+  const int64_t block_target = kGemmPixelsPerBlock;
   const int64_t tiles_per_block = std::max<int64_t>(1, block_target / mr);
   std::vector<Class> classes;
   int64_t blocks = 0;
@@ -211,7 +211,7 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
   }
   std::vector<T> zeros(std::max<int64_t>({depth, static_cast<int64_t>(nb), 1}), T(0.0f));
   const int64_t max_taps = dh.taps * dw.taps;
-  const double unit_cost = 2.0 * block_target * nb * std::max<int64_t>(depth, 1) * max_taps /
+  const double unit_cost = 2.0 * block_target * nb * depth * max_taps /
                            (1.0 * dh.step() * dw.step());
 
   parallel_for(blocks * column_blocks, Cost(unit_cost), [&](int64_t begin, int64_t end) {
@@ -327,10 +327,10 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
         tap_count[tile] = count;
       }
       // Reduction chunks outermost, so that one chunk of the packed filter serves every tile.
-      const int64_t chunks = depth > 0 ? CeilDiv(depth, chunk) : 1;
+      const int64_t chunks = CeilDiv(depth, chunk);
       std::fill(stored, stored + tiles_per_block, 0);
       for (int64_t k = 0; k < chunks; ++k) {
-        const int64_t k0 = k * chunk, len = depth > 0 ? std::min(chunk, depth - k0) : 0;
+        const int64_t k0 = k * chunk, len = std::min(chunk, depth - k0);
         for (int64_t tile = 0; tile < tiles; ++tile) {
           float* c = cbuf + tile * mr * nb;
           const bool affine = run[tile] > 0;
@@ -506,7 +506,167 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
   });
 }
 
-// Grouped GEMM or depthwise over the indirection table, NHWC, any batch. `forward` picks
+// Depthwise (multiplier 1) forward or backprop input, NHWC: one filter value per (tap,
+// channel), the same walk for both directions. A work unit is one computed row of one image.
+// The row's pixels go by column class (one for forward; one per stride residue for backprop
+// input, so no multiply touches an inserted zero). Inside a class, the pixels whose every tap
+// reads inside the source go in groups of a few tiles, and each group runs through every
+// channel block before the next group starts: the source pixels a group reads are fetched
+// from memory once, whole, and stay in the L1 cache across its channel blocks. The other
+// pixels (the row's ends, and what is left over) take the indirect kernel, with taps that
+// fall outside the source pointing at zeros. Channels past the last 16-wide block are summed
+// in scalar code.
+template <typename T>
+void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw, const T* w,
+                       const T* src, T* dst, const ParallelFor& parallel_for) {
+  constexpr int kind = KindOf<T>();
+  const int64_t C = g.in_depth, KW = g.filter_cols, taps = g.filter_rows * KW;
+  std::vector<float> panel(taps * C);
+  for (int64_t i = 0; i < taps * C; ++i) panel[i] = static_cast<float>(w[i]);
+
+  struct Block {
+    int64_t c0, width;
+    const DepthwiseKernel* kernel;  // null: scalar code
+  };
+  const KernelTable& table = Kernels();
+  const DepthwiseKernel* const narrow = &table.dw[0];
+  const DepthwiseKernel* const wide = &table.dw[2];
+  std::vector<Block> blocks;
+  int64_t c0 = 0;
+  for (; c0 + wide->nb <= C; c0 += wide->nb) blocks.push_back({c0, wide->nb, wide});
+  for (; c0 + narrow->nb <= C; c0 += narrow->nb) blocks.push_back({c0, narrow->nb, narrow});
+  if (c0 < C) blocks.push_back({c0, C - c0, nullptr});
+  const int64_t nblocks = static_cast<int64_t>(blocks.size());
+  const int64_t max_mr = std::max(wide->mr, narrow->mr), max_nb = wide->nb;
+  // Inside pixels go in groups of whole tiles of both kernels, of about kGroupBytes of source.
+  const int64_t unit_mr = std::lcm<int64_t>(wide->mr, narrow->mr);
+  const int64_t group = std::max<int64_t>(1, kDepthwiseGroupBytes / (dh.taps * C * sizeof(T)) /
+                                                 unit_mr) * unit_mr;
+
+  // Column class c: members j < count at column c + j * step; candidate tap a reads source
+  // column bases[a] + j * mult; members [lo, hi) read inside the source through every tap.
+  struct ColumnClass {
+    int64_t count = 0, lo = 0, hi = 0;
+    std::vector<int64_t> taps, bases;
+  };
+  std::vector<ColumnClass> column_classes(dw.classes());
+  for (int64_t c = 0; c < dw.classes(); ++c) {
+    ColumnClass& cc = column_classes[c];
+    cc.count = dw.count(c);
+    dw.Candidates(c, &cc.taps, &cc.bases);
+    cc.lo = 0, cc.hi = cc.count;
+    for (int64_t base : cc.bases) {
+      cc.lo = std::max(cc.lo, CeilDivSigned(-base, dw.mult()));
+      cc.hi = std::min(cc.hi, FloorDivSigned(dw.src_size - 1 - base, dw.mult()) + 1);
+    }
+    cc.hi = std::max(cc.hi, cc.lo);
+  }
+  std::vector<std::vector<int64_t>> row_taps(dh.classes()), row_bases(dh.classes());
+  for (int64_t c = 0; c < dh.classes(); ++c) dh.Candidates(c, &row_taps[c], &row_bases[c]);
+  const std::vector<T> zeros(max_nb, T(0.0f));
+  const int64_t pixel_step = dw.mult() * C;
+
+  parallel_for(g.batch * dh.size, Cost(2.0 * dw.size * C * taps / (dh.step() * dw.step())),
+               [&](int64_t begin, int64_t end) {
+    const void** const a = Scratch<const void*, 15>(taps * max_mr);
+    const float** const b = Scratch<const float*, 16>(nblocks * taps);
+    int64_t* const src_rows = Scratch<int64_t, 17>(g.filter_rows);
+    int64_t* const tap_rows = Scratch<int64_t, 18>(g.filter_rows);
+    float* const cbuf = Scratch<float, 19>(std::max(group, max_mr) * max_nb);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t n = unit / dh.size, r = unit % dh.size;
+      const int64_t rc = r % dh.step(), i = r / dh.step();
+      // The source rows this row reads, and through which filter rows.
+      int64_t rows = 0;
+      for (size_t t = 0; t < row_taps[rc].size(); ++t) {
+        const int64_t s = row_bases[rc][t] + i * dh.mult();
+        if (s >= 0 && s < dh.src_size) src_rows[rows] = s, tap_rows[rows++] = row_taps[rc][t];
+      }
+      T* const out_row = dst + (n * dh.size + r) * dw.size * C;
+      for (int64_t cw = 0; cw < dw.classes(); ++cw) {
+        const ColumnClass& cc = column_classes[cw];
+        const int64_t cols = static_cast<int64_t>(cc.taps.size()), count = rows * cols;
+        const auto out_pixel = [&](int64_t j) { return out_row + (cw + j * dw.step()) * C; };
+        if (count == 0) {
+          for (int64_t j = 0; j < cc.count; ++j) std::fill(out_pixel(j), out_pixel(j) + C, T(0.0f));
+          continue;
+        }
+        // The source pixel of member j through tap t = (row tap, column tap), or null.
+        const auto source = [&](int64_t t, int64_t j) -> const T* {
+          const int64_t col = cc.bases[t % cols] + j * dw.mult();
+          if (col < 0 || col >= dw.src_size) return nullptr;
+          return src + ((n * dh.src_size + src_rows[t / cols]) * dw.src_size + col) * C;
+        };
+        for (int64_t k = 0; k < nblocks; ++k) {
+          for (int64_t t = 0; t < count; ++t) {
+            b[k * count + t] =
+                panel.data() + (tap_rows[t / cols] * KW + cc.taps[t % cols]) * C + blocks[k].c0;
+          }
+        }
+        // Inside pixels [lo, inside_end), group by group, each through every vector block.
+        const int64_t inside_end = cc.lo + (cc.hi - cc.lo) / unit_mr * unit_mr;
+        for (int64_t p0 = cc.lo; p0 < inside_end; p0 += group) {
+          const int64_t pixels = std::min(group, inside_end - p0);
+          for (int64_t k = 0; k < nblocks && blocks[k].kernel != nullptr; ++k) {
+            const Block& blk = blocks[k];
+            const DepthwiseKernel& dk = *blk.kernel;
+            for (int64_t t = 0; t < count; ++t) a[t] = source(t, p0) + blk.c0;
+            if constexpr (std::is_same_v<T, float>) {
+              dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count,
+                              out_pixel(p0) + blk.c0, dw.step() * C, false);
+            } else {
+              dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count, cbuf, dk.nb,
+                              false);
+              for (int64_t m = 0; m < pixels; ++m) {
+                T* out = out_pixel(p0 + m) + blk.c0;
+                for (int64_t j = 0; j < dk.nb; ++j) out[j] = static_cast<T>(cbuf[m * dk.nb + j]);
+              }
+            }
+          }
+        }
+        // The other members, e < rest in order, in tiles of the indirect kernel: taps outside
+        // the source, and lanes past the last member, read zeros.
+        const int64_t rest = cc.count - (inside_end - cc.lo);
+        const auto member = [&](int64_t e) { return e < cc.lo ? e : e - cc.lo + inside_end; };
+        for (int64_t k = 0; k < nblocks; ++k) {
+          const Block& blk = blocks[k];
+          if (blk.kernel == nullptr) {
+            for (int64_t j = 0; j < cc.count; ++j) {
+              for (int64_t c = 0; c < blk.width; ++c) {
+                float sum = 0.0f;
+                for (int64_t t = 0; t < count; ++t) {
+                  const T* p = source(t, j);
+                  if (p != nullptr) sum += static_cast<float>(p[blk.c0 + c]) * b[k * count + t][c];
+                }
+                out_pixel(j)[blk.c0 + c] = static_cast<T>(sum);
+              }
+            }
+            continue;
+          }
+          const DepthwiseKernel& dk = *blk.kernel;
+          const int64_t mr = dk.mr;
+          for (int64_t e0 = 0; e0 < rest; e0 += mr) {
+            const int64_t valid = std::min(mr, rest - e0);
+            for (int64_t t = 0; t < count; ++t) {
+              for (int64_t m = 0; m < mr; ++m) {
+                const T* p = m < valid ? source(t, member(e0 + m)) : nullptr;
+                a[t * mr + m] = p != nullptr ? static_cast<const void*>(p + blk.c0)
+                                             : static_cast<const void*>(zeros.data());
+              }
+            }
+            dk.indirect[kind](count, a, b + k * count, cbuf, false);
+            for (int64_t m = 0; m < valid; ++m) {
+              T* out = out_pixel(member(e0 + m)) + blk.c0;
+              for (int64_t j = 0; j < dk.nb; ++j) out[j] = static_cast<T>(cbuf[m * dk.nb + j]);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// Grouped GEMM over the indirection table, or depthwise by rows, NHWC, any batch. `forward` picks
 // the direction: forward reads x and writes y, otherwise reads dy and writes dx.
 template <typename T>
 void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
@@ -528,52 +688,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   }
   const int64_t src_channels = forward ? g.in_depth : K, dst_channels = forward ? K : g.in_depth;
 
-  if (IsDepthwiseOne(g)) {
-    // One filter value per (tap, channel); the same for both directions. Channels go in
-    // blocks of the widest kernel, then of 16, then a scalar remainder, each segment one
-    // pass of its own tile shape.
-    const int64_t C = g.in_depth;
-    std::vector<float> panel(taps * C);
-    for (int64_t i = 0; i < taps * C; ++i) panel[i] = static_cast<float>(w[i]);
-    for (const ChannelSegment& seg : DepthwiseSegments(C)) {
-      const DepthwiseKernel& dk = *seg.kernel;
-      const int nb = dk.nb, mr = dk.mr;
-      const auto column = [&](int64_t cb) {
-        ColumnBlock col;
-        col.src_offset = col.dst_offset = seg.begin + cb * nb;
-        col.width = std::min<int64_t>(nb, seg.end - col.src_offset);
-        col.panel = panel.data() + col.src_offset;
-        col.tap_stride = C;
-        col.row_floats = 0;
-        return col;
-      };
-      const DepthwiseIndirectFn indirect = dk.indirect[kind];
-      const DepthwiseAffineFn affine = dk.affine[kind];
-      const TileKernel kernel = [&](int64_t tiles, int64_t count, const void* const* a,
-                                    int64_t pixel_step, const float* const* b, int64_t,
-                                    int64_t width, float* c, int64_t ldc, bool accumulate) {
-        if (width == nb) {
-          if (pixel_step > 0) return affine(tiles, count, a, pixel_step, b, c, ldc, accumulate);
-          return indirect(count, a, b, c, accumulate);
-        }
-        // Fewer than 16 channels left: a whole vector could read past the tensor's end.
-        for (int64_t m = 0; m < tiles * mr; ++m) {
-          for (int64_t j = 0; j < width; ++j) {
-            float sum = accumulate ? c[m * nb + j] : 0.0f;
-            for (int64_t t = 0; t < count; ++t) {
-              const T* p = pixel_step > 0 ? static_cast<const T*>(a[t]) + m * pixel_step
-                                          : static_cast<const T*>(a[t * mr + m]);
-              sum += static_cast<float>(p[j]) * b[t][j];
-            }
-            c[m * nb + j] = sum;
-          }
-        }
-      };
-      RunIndirect(g.batch, dh, dw, g.filter_cols, mr, nb, src, src_channels, dst, dst_channels,
-                  CeilDiv(seg.end - seg.begin, nb), 0, 1, column, kernel, parallel_for);
-    }
-    return;
-  }
+  if (IsDepthwiseOne(g)) return DepthwiseRowsNhwc(g, dh, dw, w, src, dst, parallel_for);
 
   // Grouped GEMM: per group, columns are the destination channels of the group (forward: Kg
   // output channels; backprop input: FI input channels), the reduction runs over the

@@ -7,7 +7,9 @@
 //     taps that reach no pixel of a tile are skipped. The filter is packed once per call.
 //   backprop filter: for each filter tap, a GEMM of input-channel tiles against output
 //     gradient rows, reduced over (batch, rows, columns) in order.
-//   depthwise (depth multiplier 1): the same walks with per-channel vector products.
+//   depthwise (depth multiplier 1), forward and backprop input: one output row per work
+//     unit, pixels in groups that run through every channel block while their source is in
+//     the L1 cache; backprop filter: per-channel vector products reduced over the batch.
 // NCHW tensors are transposed one image at a time into NHWC workspace.
 //
 // Every output element is produced by one work unit, in an order fixed by the geometry
