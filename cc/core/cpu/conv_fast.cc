@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
@@ -80,6 +83,66 @@ V* Scratch(int64_t size) {
   if (static_cast<int64_t>(buffer.size()) < size) buffer.resize(size);
   return buffer.data();
 }
+
+// Workspace for the NCHW passes (their NHWC copies), kept for the next call instead of
+// freed: a new buffer costs a page fault per 4 KiB page on first touch, which takes as long
+// as the transposes themselves. At most kKeptWorkspaceBytes stay allocated between calls,
+// process-wide, whatever the number of threads; concurrent calls each get a buffer of their
+// own. Contents are not initialised.
+constexpr size_t kKeptWorkspaceBytes = size_t{64} << 20;
+
+class Workspace {
+ public:
+  explicit Workspace(size_t bytes) : size_(std::max<size_t>(bytes, 1)) {
+    Pool& pool = ThePool();
+    std::lock_guard<std::mutex> lock(pool.mu);
+    // The smallest kept buffer that is large enough.
+    auto best = pool.kept.end();
+    for (auto it = pool.kept.begin(); it != pool.kept.end(); ++it) {
+      if (it->first >= size_ && (best == pool.kept.end() || it->first < best->first)) best = it;
+    }
+    if (best != pool.kept.end()) {
+      size_ = best->first;
+      data_ = std::move(best->second);
+      pool.kept_bytes -= size_;
+      pool.kept.erase(best);
+    }
+  }
+  ~Workspace() {
+    if (data_ == nullptr || size_ > kKeptWorkspaceBytes) return;
+    Pool& pool = ThePool();
+    std::lock_guard<std::mutex> lock(pool.mu);
+    pool.kept.emplace_back(size_, std::move(data_));
+    pool.kept_bytes += size_;
+    // Past the bound, the oldest kept buffers go.
+    while (pool.kept_bytes > kKeptWorkspaceBytes) {
+      pool.kept_bytes -= pool.kept.front().first;
+      pool.kept.erase(pool.kept.begin());
+    }
+  }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  template <typename T>
+  T* data() {
+    if (data_ == nullptr) data_.reset(new char[size_]);
+    return reinterpret_cast<T*>(data_.get());
+  }
+
+ private:
+  struct Pool {
+    std::mutex mu;
+    std::vector<std::pair<size_t, std::unique_ptr<char[]>>> kept;
+    size_t kept_bytes = 0;
+  };
+  static Pool& ThePool() {
+    static Pool* const pool = new Pool;  // never destroyed: calls may outlive static destructors
+    return *pool;
+  }
+
+  size_t size_;
+  std::unique_ptr<char[]> data_;
+};
 
 // Work units a pass is split into, at least, where its shape allows: enough for any thread
 // count a CPU pool is likely to have. Fixed, so that the split, and with it every sum, does
@@ -762,13 +825,15 @@ template <typename T, typename Fn>
 void InNhwcChunks(const ConvGeometry& g, const T* src, int64_t src_c, int64_t src_hw, T* dst,
                   int64_t dst_c, int64_t dst_hw, const ParallelFor& parallel_for, const Fn& nhwc) {
   const int64_t chunk = NchwChunk(g.batch, std::max(src_c * src_hw, dst_c * dst_hw));
-  std::vector<T> src_nhwc(chunk * src_c * src_hw), dst_nhwc(chunk * dst_c * dst_hw);
+  Workspace src_space(chunk * src_c * src_hw * sizeof(T)), dst_space(chunk * dst_c * dst_hw * sizeof(T));
+  T* const src_nhwc = src_space.data<T>();
+  T* const dst_nhwc = dst_space.data<T>();
   for (int64_t n = 0; n < g.batch; n += chunk) {
     ConvGeometry gc = g;
     gc.batch = std::min(chunk, g.batch - n);
-    Transpose(src + n * src_c * src_hw, gc.batch, src_c, src_hw, src_nhwc.data(), parallel_for);
-    nhwc(gc, src_nhwc.data(), dst_nhwc.data());
-    Transpose(dst_nhwc.data(), gc.batch, dst_hw, dst_c, dst + n * dst_c * dst_hw, parallel_for);
+    Transpose(src + n * src_c * src_hw, gc.batch, src_c, src_hw, src_nhwc, parallel_for);
+    nhwc(gc, src_nhwc, dst_nhwc);
+    Transpose(dst_nhwc, gc.batch, dst_hw, dst_c, dst + n * dst_c * dst_hw, parallel_for);
   }
 }
 
@@ -1110,14 +1175,17 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     if (layout == Layout::kNHWC) {
       pass(g, x, dy);
     } else {
-      std::vector<T> x_nhwc(gc.batch * in_hw * g.in_depth), dy_nhwc(gc.batch * out_hw * g.out_depth);
+      Workspace x_space(gc.batch * in_hw * g.in_depth * sizeof(T));
+      Workspace dy_space(gc.batch * out_hw * g.out_depth * sizeof(T));
+      T* const x_nhwc = x_space.data<T>();
+      T* const dy_nhwc = dy_space.data<T>();
       for (int64_t n = 0; n < g.batch; n += gc.batch) {
         ConvGeometry gp = gc;
         gp.batch = std::min(gc.batch, g.batch - n);
-        Transpose(x + n * g.in_depth * in_hw, gp.batch, g.in_depth, in_hw, x_nhwc.data(), parallel_for);
-        Transpose(dy + n * g.out_depth * out_hw, gp.batch, g.out_depth, out_hw, dy_nhwc.data(),
+        Transpose(x + n * g.in_depth * in_hw, gp.batch, g.in_depth, in_hw, x_nhwc, parallel_for);
+        Transpose(dy + n * g.out_depth * out_hw, gp.batch, g.out_depth, out_hw, dy_nhwc,
                   parallel_for);
-        pass(gp, x_nhwc.data(), dy_nhwc.data());
+        pass(gp, x_nhwc, dy_nhwc);
       }
     }
     for (int64_t i = 0; i < size; ++i) {
