@@ -768,25 +768,36 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   const int64_t rows = pairs ? CeilDiv(src_group, 2) * 2 : src_group;  // panel rows per tap
   const int64_t row_floats = pairs ? nb / 2 : nb;
   // panel[((grp * blocks + cb) * taps + t) * rows + r][j], as floats or bfloat16 pairs
-  std::vector<float> panel(G * blocks * taps * rows * row_floats, 0.0f);
-  uint16_t* const halves = reinterpret_cast<uint16_t*>(panel.data());
+  // Every element is written, zeros past the group's rows and columns included, so the
+  // workspace needs no clearing; the loops run along w's contiguous axis (k: j forward, r
+  // backward).
+  Workspace panel_space(G * blocks * taps * rows * row_floats * sizeof(float));
+  float* const panel = panel_space.data<float>();
+  uint16_t* const halves = reinterpret_cast<uint16_t*>(panel);
   for (int64_t grp = 0; grp < G; ++grp) {
     for (int64_t cb = 0; cb < blocks; ++cb) {
       for (int64_t t = 0; t < taps; ++t) {
         const int64_t base = ((grp * blocks + cb) * taps + t) * rows * row_floats;
-        for (int64_t r = 0; r < src_group; ++r) {
-          for (int64_t j = 0; j < nb && cb * nb + j < dst_group; ++j) {
-            const int64_t d = cb * nb + j;
-            // w[t][ci][k]: forward (ci, k) = (r, grp*Kg + d); backprop input (d, grp*Kg + r).
-            const int64_t ci = forward ? r : d, k = grp * Kg + (forward ? d : r);
-            const T v = w[(t * FI + ci) * K + k];
-            if (pairs) {
-              uint16_t bits;
-              std::memcpy(&bits, &v, 2);
-              halves[2 * (base + r / 2 * nb + j) + r % 2] = bits;
-            } else {
-              panel[base + r * nb + j] = static_cast<float>(v);
-            }
+        const auto store = [&](int64_t r, int64_t j) {
+          const int64_t d = cb * nb + j;
+          // w[t][ci][k]: forward (ci, k) = (r, grp*Kg + d); backprop input (d, grp*Kg + r).
+          const int64_t ci = forward ? r : d, k = grp * Kg + (forward ? d : r);
+          const T v = r < src_group && d < dst_group ? w[(t * FI + ci) * K + k] : T(0.0f);
+          if (pairs) {
+            uint16_t bits;
+            std::memcpy(&bits, &v, 2);
+            halves[2 * (base + r / 2 * nb + j) + r % 2] = bits;
+          } else {
+            panel[base + r * nb + j] = static_cast<float>(v);
+          }
+        };
+        if (forward) {
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < nb; ++j) store(r, j);
+          }
+        } else {
+          for (int64_t j = 0; j < nb; ++j) {
+            for (int64_t r = 0; r < rows; ++r) store(r, j);
           }
         }
       }
@@ -801,7 +812,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
     col.src_offset = grp * src_group;
     col.dst_offset = grp * dst_group + cb * nb;
     col.width = std::min<int64_t>(nb, dst_group - cb * nb);
-    col.panel = panel.data() + (grp * blocks + cb) * taps * rows * row_floats;
+    col.panel = panel + (grp * blocks + cb) * taps * rows * row_floats;
     col.tap_stride = rows * row_floats;
     col.row_floats = row_floats;
     return col;
