@@ -104,18 +104,58 @@ def _run(raw_op, padding, data_format, strides, dilations, name, **inputs):
                   data_format=_format(data_format), dilations=dilations, name=name, **inputs)
 
 
+def _rank(value):
+    """The static rank of a tensor-like value, or None where it is unknown or has no shape."""
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return None
+    return tf.TensorShape(shape).rank
+
+
+def _with_batch_dims(input, op):  # noqa: A002
+    """op(input) for an input with any number of leading batch dimensions before its last
+    three (as tf.nn.conv2d takes them): they are folded into one for op, which takes rank 4,
+    and unfolded again in its result. Inputs of rank 4 or less, or of unknown rank, go to op
+    as they are (op rejects ranks below 4)."""
+    rank = _rank(input)
+    if rank is None or rank <= 4:
+        return op(input)
+    input = tf.convert_to_tensor(input, name="input")  # noqa: A001
+    static = input.shape
+
+    def dims(shape, tensor, part):
+        # A slice of the shape as a list where it is fully known, else from tf.shape.
+        known = shape[part]
+        return known.as_list() if known.is_fully_defined() else tf.shape(tensor)[part]
+
+    batch_dims = dims(static, input, slice(None, -3))
+    inner = dims(static, input, slice(-3, None))
+    # The folded batch is computed, not inferred with -1, so that an empty inner dimension
+    # still folds.
+    if isinstance(batch_dims, list):
+        batch = 1
+        for d in batch_dims:
+            batch *= d
+    else:
+        batch = tf.reduce_prod(batch_dims)
+    folded = tf.reshape(input, tf.concat([[batch], inner], axis=0))
+    out = op(folded)
+    out_inner = dims(out.shape, out, slice(-3, None))
+    result = tf.reshape(out, tf.concat([batch_dims, out_inner], axis=0))
+    result.set_shape(static[:-3].concatenate(out.shape[-3:]))
+    return result
+
+
 def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None, name=None):  # noqa: A002
-    """Like tf.nn.conv2d; grouped filters (filters.shape[2] dividing the input depth) work."""
+    """Like tf.nn.conv2d; grouped filters (filters.shape[2] dividing the input depth) work.
+    Like tf.nn.conv2d, an input of rank 5 or more has several leading batch dimensions."""
     data_format = _format(data_format)
-    return _run(
-        _lib.tf_ops_conv2d,
-        padding,
-        data_format,
-        _sequence(strides, "strides", data_format),
-        _sequence(dilations, "dilations", data_format),
-        name,
-        input=input,
-        filter=filters,
+    strides = _sequence(strides, "strides", data_format)
+    dilations = _sequence(dilations, "dilations", data_format)
+    return _with_batch_dims(
+        input,
+        lambda x: _run(_lib.tf_ops_conv2d, padding, data_format, strides, dilations, name,
+                       input=x, filter=filters),
     )
 
 
