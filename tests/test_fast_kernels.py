@@ -9,6 +9,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -166,3 +167,39 @@ class FastKernelsTest(tf.test.TestCase):
 
 if __name__ == "__main__":
     tf.test.main()
+
+
+class NarrowingTest(tf.test.TestCase):
+    """The vector float -> half / bfloat16 conversions that write half and bfloat16 results
+    round exactly as Eigen's scalar conversions (the direct loops') do: checked bit for bit
+    by a TF-free driver, on every instruction set this processor has."""
+
+    def test_vector_conversions_match_eigen(self):
+        root = HERE.parent
+        flags = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{root}"]
+        if os.environ.get("TF_OPS_SANITIZE") == "1":
+            flags += ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+        isa_flags = {
+            "microkernels_avx2.cc": ["-ffp-contract=fast", "-Wno-psabi", "-mavx2", "-mfma", "-mf16c"],
+            "microkernels_avx512.cc": ["-ffp-contract=fast", "-mavx512f", "-mavx512vl", "-mavx512bw",
+                                       "-mavx512dq", "-mfma", "-mf16c"],
+        }
+        cxx = os.environ.get("CXX", "g++")
+        with tempfile.TemporaryDirectory() as tmp:
+            objects = []
+            for name, extra in isa_flags.items():
+                obj = os.path.join(tmp, name + ".o")
+                subprocess.run([cxx, *flags, *extra, "-c", str(root / "cc/core/cpu" / name), "-o", obj],
+                               check=True)
+                objects.append(obj)
+            driver = os.path.join(tmp, "narrow_driver")
+            subprocess.run([cxx, *flags, "-isystem", tf.sysconfig.get_include(),
+                            str(root / "tests/cc/narrow_driver.cc"), *objects, "-o", driver], check=True)
+            proc = subprocess.run([driver], capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        lines = [line.split() for line in proc.stdout.splitlines() if not line.startswith(" ")]
+        if tf_ops.cpu_kernel_isa() != "generic":
+            self.assertNotEqual(lines, [], "no instruction set with vector conversions was checked")
+        for isa, dtype, count, mismatches in lines:
+            self.assertGreater(int(count), 60000, f"{isa} {dtype}")
+            self.assertEqual(int(mismatches), 0, f"{isa} {dtype}")

@@ -75,6 +75,21 @@ int64_t Cost(double ops) {
   return ops < 1 ? 1 : ops > 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ops);
 }
 
+// out[i] = T(c[i]) for i < n: floats copied; half and bfloat16 rounded by the instruction
+// set's vector conversion where it has one, element by element otherwise.
+template <typename T>
+void WriteOut(const float* c, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::copy(c, c + n, out);
+  } else {
+    if constexpr (KindOf<T>() >= 0) {
+      const NarrowFn narrow = Kernels().narrow[KindOf<T>()];
+      if (narrow != nullptr) return narrow(c, n, out);
+    }
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(c[i]);
+  }
+}
+
 // Per-thread scratch that outlives a call, so that work ranges do not allocate: it grows to
 // the largest size asked for on its thread and is reused. `Slot` tells buffers apart.
 template <typename V, int Slot>
@@ -436,8 +451,7 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
       for (int64_t q = 0; q < tiles * mr; ++q) {
         if (dst_pixel[q] < 0 || stored[q / mr]) continue;
         T* out = dst + dst_pixel[q] * dst_channels + col.dst_offset;
-        const float* c = cbuf + q * nb;
-        for (int64_t j = 0; j < col.width; ++j) out[j] = static_cast<T>(c[j]);
+        WriteOut(cbuf + q * nb, col.width, out);
       }
     }
   });
@@ -563,8 +577,7 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
           }
         }
       }
-      T* out = dx + (n * g.in_rows + ih) * g.in_cols * FI;
-      for (int64_t i = 0; i < g.in_cols * FI; ++i) out[i] = static_cast<T>(row[i]);
+      WriteOut(row, g.in_cols * FI, dx + (n * g.in_rows + ih) * g.in_cols * FI);
     }
   });
 }
@@ -681,8 +694,7 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
               dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count, cbuf, dk.nb,
                               false);
               for (int64_t m = 0; m < pixels; ++m) {
-                T* out = out_pixel(p0 + m) + blk.c0;
-                for (int64_t j = 0; j < dk.nb; ++j) out[j] = static_cast<T>(cbuf[m * dk.nb + j]);
+                WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(p0 + m) + blk.c0);
               }
             }
           }
@@ -719,8 +731,7 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
             }
             dk.indirect[kind](count, a, b + k * count, cbuf, false);
             for (int64_t m = 0; m < valid; ++m) {
-              T* out = out_pixel(member(e0 + m)) + blk.c0;
-              for (int64_t j = 0; j < dk.nb; ++j) out[j] = static_cast<T>(cbuf[m * dk.nb + j]);
+              WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(member(e0 + m)) + blk.c0);
             }
           }
         }

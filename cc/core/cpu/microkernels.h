@@ -63,6 +63,10 @@ using DepthwiseStridedFn = void (*)(int64_t len, const void* a, int64_t a_step, 
 //   dst[j * dst_stride + i] = src[i * src_stride + j]   for i, j < 16 (strides in elements).
 using TransposeFn = void (*)(const void* src, int64_t src_stride, void* dst, int64_t dst_stride);
 
+// dst[i] = src[i] rounded to IEEE half or bfloat16 (nearest, ties to even, as Eigen's
+// conversions round; a NaN stays a quiet NaN of the same sign), for i < n.
+using NarrowFn = void (*)(const float* src, int64_t n, void* dst);
+
 struct GemmKernel {
   int mr, nb;  // tile: mr rows (pixels or input channels) x nb output columns
   GemmIndirectFn indirect[kElemKinds];
@@ -85,6 +89,9 @@ struct KernelTable {
   // Likewise for depthwise: dw[0] nb 16, dw[1] nb 32, dw[2] nb 64 (or narrower).
   DepthwiseKernel dw[3];
   TransposeFn transpose32, transpose16;
+  // By element kind: narrow[kElemF16] and narrow[kElemBF16]; null where this instruction
+  // set has no vector form (the caller then converts element by element).
+  NarrowFn narrow[kElemKinds];
   // Where the processor has AVX-512 BF16: bfloat16 gemm kernels on bfloat16-pair filter
   // panels (microkernels_avx512bf16.cc), the same tiles as gemm[]; else null.
   const GemmKernel* gemm_bf16_pairs;
