@@ -751,6 +751,31 @@ def call(case, lib):
     return Outcome(returned=out, static_shape=concrete.structured_outputs.shape), arrays
 
 
+# The forward ops' shape functions are TensorFlow's own: in a graph, ours must reject at
+# construction exactly what TensorFlow's built-in op rejects there, whatever the kernels do.
+BUILTIN_FORWARD = {"conv2d": "Conv2D", "depthwise": "DepthwiseConv2dNative"}
+
+
+def builtin_rejects_at_trace(case):
+    """Whether TensorFlow's built-in op raises at graph construction with this graph-mode
+    case's static shapes, dtype and attributes; None where the case has no such twin."""
+    name = BUILTIN_FORWARD.get(case["kind"])
+    if name is None or case["mode"] != "graph":
+        return None
+    attrs = dict(case["attrs"])
+    if name == "DepthwiseConv2dNative":
+        attrs.pop("use_cudnn_on_gpu", None)
+    raw = getattr(tf.raw_ops, name)
+    try:
+        dtype = tf.as_dtype(case["dtype"])
+        specs = [tf.TensorSpec(case["tensors"][n], dtype) for n in tensor_args(case["kind"])]
+        tf.function(lambda x, w: raw(input=x, filter=w, **attrs), input_signature=specs,
+                    autograph=False).get_concrete_function()
+    except Exception:  # noqa: BLE001 - any refusal at construction counts
+        return True
+    return False
+
+
 def error_ok(case, pred, e, at_trace):
     """None if `e` is an allowed error for this case, else why not."""
     message = (getattr(e, "message", None) or str(e)).strip()
@@ -774,6 +799,16 @@ def check(case, pred, outcome, arrays):
     """(what happened, failure symptom or None): 'error', or 'result' (where the result was
     wrong before it could be compared), 'result-empty', 'result-zeros' (an empty sum) or
     'result-values' (compared with the references)."""
+    builtin_rejects = builtin_rejects_at_trace(case)
+    if builtin_rejects is not None and builtin_rejects != outcome.at_trace:
+        name = BUILTIN_FORWARD[case["kind"]]
+        if builtin_rejects:
+            return "result", f"TensorFlow's {name} rejects this at graph construction, ours built the node"
+        return "error", (f"rejected at graph construction what TensorFlow's {name} accepts: "
+                         f"{type(outcome.error).__name__}: {str(outcome.error)[:2000]}")
+    if builtin_rejects and outcome.at_trace:
+        why = error_ok(case, dict(pred, outcome="error"), outcome.error, True)
+        return "error", (None if why is None else f"{why}: {str(outcome.error)[:2000]}")
     if outcome.error is not None:
         e = outcome.error
         why = error_ok(case, pred, e, outcome.at_trace)

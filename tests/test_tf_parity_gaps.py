@@ -111,5 +111,109 @@ class BatchDimsTest(tf.test.TestCase):
                     call()
 
 
+def _graph_error(fn, shapes, **attrs):
+    """The message fn raises while a graph is built from placeholders of `shapes` (None: an
+    unknown rank), without its node description; None where it builds."""
+    with tf.Graph().as_default():
+        inputs = [tf1.placeholder(tf.float32, shape) for shape in shapes]
+        try:
+            fn(*inputs, **attrs)
+        except ValueError as e:
+            return str(e).split(" for '")[0]
+    return None
+
+
+def _graph_shape(fn, shapes, **attrs):
+    with tf.Graph().as_default():
+        out = fn(*[tf1.placeholder(tf.float32, shape) for shape in shapes], **attrs)
+        return None if out.shape.rank is None else out.shape.as_list()
+
+
+_LIB = tf.load_op_library(tf_ops.library_path())
+FORWARD = {
+    "Conv2D": (lambda x, w, **a: tf.raw_ops.Conv2D(input=x, filter=w, **a),
+               lambda x, w, **a: _LIB.tf_ops_conv2d(input=x, filter=w, **a)),
+    "DepthwiseConv2dNative": (lambda x, w, **a: tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, **a),
+                              lambda x, w, **a: _LIB.tf_ops_depthwise_conv2d_native(input=x, filter=w, **a)),
+}
+
+
+class GraphShapeTest(tf.test.TestCase):
+    """In a graph, the forward ops reject at construction what TensorFlow's reject, with
+    TensorFlow's message, and infer the same shapes from partially known ones. The backprop
+    ops' shape functions were TensorFlow's already; the V2 ops check what the V1 ops check."""
+
+    def test_rejects_what_tensorflow_rejects(self):
+        base = dict(strides=[1, 1, 1, 1], padding="VALID", dilations=[1, 1, 1, 1])
+        x, unknown_hw = [2, 8, 8, 4], [2, None, None, 4]
+        cases = [
+            ("strides of 3 values", x, None, dict(base, strides=[1, 1, 1])),
+            ("dilations of 3 values", x, None, dict(base, dilations=[1, 1, 1])),
+            ("6 explicit paddings", x, None, dict(base, padding="EXPLICIT", explicit_paddings=[0] * 6)),
+            ("negative batch padding", x, None,
+             dict(base, padding="EXPLICIT", explicit_paddings=[-1, 0, 0, 0, 0, 0, 0, 0])),
+            ("depth padding", x, None, dict(base, padding="EXPLICIT", explicit_paddings=[0, 0, 0, 0, 0, 0, 1, 0])),
+            ("explicit paddings with SAME", x, None, dict(base, padding="SAME", explicit_paddings=[0] * 8)),
+            ("a window larger than the input", [2, 4, 4, 4], [5, 5], base),
+            ("stride 0, unknown spatial dims", unknown_hw, None, dict(base, strides=[1, 0, 1, 1])),
+            ("dilation 0, unknown spatial dims", unknown_hw, None, dict(base, dilations=[1, 1, 0, 1])),
+        ]
+        conv_only = [
+            ("input depth 3, filter depth 2", [32, 20, 20, 3], [4, 4, 2, 2], base),
+            ("output depth 3 in 2 groups", [2, 8, 8, 4], [3, 3, 2, 3], base),
+            ("filter depth 0", [2, 8, 8, 4], [3, 3, 0, 4], base),
+        ]
+        depthwise_only = [("input depth 4, filter depth 3", [2, 8, 8, 4], [3, 3, 3, 1], base)]
+        checked = 0
+        for op, (theirs, ours) in FORWARD.items():
+            extra = conv_only if op == "Conv2D" else depthwise_only
+            for name, x_shape, window, attrs in cases + extra:
+                w_shape = window if window is None or len(window) == 4 else window + [4, 2]
+                if w_shape is None:
+                    w_shape = [3, 3, 4, 2] if op == "Conv2D" else [3, 3, 4, 1]
+                with self.subTest(op=op, case=name):
+                    expected = _graph_error(theirs, [x_shape, w_shape], **attrs)
+                    self.assertIsNotNone(expected, "TensorFlow accepts this case")
+                    self.assertEqual(_graph_error(ours, [x_shape, w_shape], **attrs), expected)
+                    checked += 1
+        self.assertEqual(checked, 2 * len(cases) + len(conv_only) + len(depthwise_only))
+
+    def test_partially_known_shapes_infer_what_tensorflow_infers(self):
+        attrs = dict(strides=[1, 2, 1, 1], padding="SAME", dilations=[1, 1, 2, 1])
+        for op, (theirs, ours) in FORWARD.items():
+            w = [3, 3, 4, 2] if op == "Conv2D" else [3, 3, 4, 1]
+            for x_shape, w_shape in (([None, 9, None, 4], w), ([2, None, 9, None], w), (None, w),
+                                     ([2, 9, 9, 4], None), ([2, 9, 9, 4], [None, 3, None, None])):
+                with self.subTest(op=op, x=x_shape, w=w_shape):
+                    self.assertEqual(_graph_shape(ours, [x_shape, w_shape], **attrs),
+                                     _graph_shape(theirs, [x_shape, w_shape], **attrs))
+        # Groups and dilations, which the inference honours like TensorFlow's.
+        self.assertEqual(_graph_shape(FORWARD["Conv2D"][1], [[2, 8, 12, 12], [3, 3, 4, 6]],
+                                      strides=[1, 1, 2, 1], padding="EXPLICIT", data_format="NCHW",
+                                      explicit_paddings=[0, 0, 0, 0, 1, 2, 0, 1], dilations=[1, 1, 1, 2]),
+                         [2, 6, 7, 9])
+
+    def test_v2_ops_check_what_the_v1_ops_check(self):
+        ops = {
+            "input_v2": lambda x, w, dy: _LIB.tf_ops_conv2d_backprop_input_v2(
+                input=x, filter=w, out_backprop=dy, strides=[1, 1, 1, 1], padding="SAME"),
+            "filter_v2": lambda x, w, dy: _LIB.tf_ops_conv2d_backprop_filter_v2(
+                input=x, filter=w, out_backprop=dy, strides=[1, 1, 1, 1], padding="SAME"),
+        }
+        bad = {
+            "filter rank 3": ([2, 8, 8, 4], [3, 3, 4], [2, 8, 8, 6], "rank 4"),
+            "out_backprop rank 3": ([2, 8, 8, 4], [3, 3, 4, 6], [2, 8, 8], "rank 4"),
+            "out_backprop depth 5, filter out depth 6": ([2, 8, 8, 4], [3, 3, 4, 6], [2, 8, 8, 5],
+                                                         "Dimensions must be equal, but are 5 and 6"),
+            "batch 3 against 2": ([3, 8, 8, 4], [3, 3, 4, 6], [2, 8, 8, 6], "Dimensions must be equal"),
+        }
+        for op, fn in ops.items():
+            for name, (x, w, dy, message) in bad.items():
+                with self.subTest(op=op, case=name):
+                    self.assertIn(message, _graph_error(fn, [x, w, dy]) or "(built)")
+            self.assertEqual(_graph_shape(fn, [[None, 8, 8, 4], [3, 3, 4, None], [2, 8, 8, 6]]),
+                             [2, 8, 8, 4] if op == "input_v2" else [3, 3, 4, 6])
+
+
 if __name__ == "__main__":
     tf.test.main()

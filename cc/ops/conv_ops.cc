@@ -1,10 +1,10 @@
 // Op registrations of the convolution family under the TfOps> namespace. Inputs,
-// outputs, attributes, types and defaults are those of TensorFlow's built-in ops.
+// outputs, attributes, types and defaults are those of TensorFlow's built-in ops, and so are
+// the shape functions (TensorFlow's own, which honour dilations and groups), so a graph
+// rejects at construction what TensorFlow's rejects, with the same message.
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
-#include "cc/core/conv_geometry.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -30,71 +30,28 @@ absl::Status ShapeFromSizesInput(InferenceContext* c, int index) {
   return absl::OkStatus();
 }
 
-// Output 0 has the shape of input `index`, which must be rank 4.
+// The V2 ops: output 0 has the shape of input `index` (input for backprop input, filter
+// for backprop filter). All three inputs must be rank 4, out_backprop's depth must equal the
+// filter's output depth, and its batch the input's, as TensorFlow's V1 shape functions
+// check where the dims are known (TensorFlow's own V2 ops check only the rank of `index`).
 absl::Status ShapeOfInput(InferenceContext* c, int index) {
-  ShapeHandle s;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(index), 4, &s));
-  c->set_output(0, s);
-  return absl::OkStatus();
-}
-
-// Forward convolution shape, plain or depthwise, from the shared geometry rules: dilations
-// are honoured for depthwise too, and grouped filters are accepted.
-absl::Status ForwardShape(InferenceContext* c, bool depthwise) {
-  ShapeHandle input, filter;
+  ShapeHandle input, filter, out_backprop;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &input));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &filter));
-  std::string format, padding;
-  std::vector<int64_t> strides, dilations, explicit_paddings;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 4, &out_backprop));
+  std::string format;
   TF_RETURN_IF_ERROR(c->GetAttr("data_format", &format));
-  TF_RETURN_IF_ERROR(c->GetAttr("padding", &padding));
-  TF_RETURN_IF_ERROR(c->GetAttr("strides", &strides));
-  TF_RETURN_IF_ERROR(c->GetAttr("dilations", &dilations));
-  TF_RETURN_IF_ERROR(c->GetAttr("explicit_paddings", &explicit_paddings));
-  const bool nchw = format == "NCHW";
-  const int h = nchw ? 2 : 1, w = nchw ? 3 : 2, ch = nchw ? 1 : 3;
-  // Attribute errors are reported by the kernel, with the offending values; shape
-  // inference leaves the spatial sizes unknown when the attributes are malformed.
-  const bool attrs_ok = strides.size() == 4 && dilations.size() == 4 &&
-                        (padding != "EXPLICIT" || explicit_paddings.size() == 8);
-
-  DimensionHandle batch = c->Dim(input, 0);
-  DimensionHandle out_depth = c->Dim(filter, 3);
-  if (depthwise) {
-    TF_RETURN_IF_ERROR(c->Multiply(c->Dim(filter, 2), c->Dim(filter, 3), &out_depth));
+  const int depth = format == "NCHW" ? 1 : 3;
+  DimensionHandle out_depth, batch;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(out_backprop, depth), c->Dim(filter, 3), &out_depth));
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(out_backprop, 0), c->Dim(input, 0), &batch));
+  ShapeHandle out;
+  if (index == 0) {
+    TF_RETURN_IF_ERROR(c->ReplaceDim(input, 0, batch, &out));
+  } else {
+    TF_RETURN_IF_ERROR(c->ReplaceDim(filter, 3, out_depth, &out));
   }
-  DimensionHandle rows = c->UnknownDim(), cols = c->UnknownDim();
-  if (attrs_ok) {
-    ConvAttrs a;
-    a.padding = padding == "SAME" ? Padding::kSame
-                : padding == "VALID" ? Padding::kValid : Padding::kExplicit;
-    int64_t pads[4] = {0, 0, 0, 0};
-    if (a.padding == Padding::kExplicit) {
-      pads[0] = explicit_paddings[2 * h];
-      pads[1] = explicit_paddings[2 * h + 1];
-      pads[2] = explicit_paddings[2 * w];
-      pads[3] = explicit_paddings[2 * w + 1];
-    }
-    const int64_t in_dims[2] = {c->Value(c->Dim(input, h)), c->Value(c->Dim(input, w))};
-    const int64_t k_dims[2] = {c->Value(c->Dim(filter, 0)), c->Value(c->Dim(filter, 1))};
-    const int tensor_dim[2] = {h, w};
-    DimensionHandle* out_dims[2] = {&rows, &cols};
-    for (int i = 0; i < 2; ++i) {
-      if (in_dims[i] < 0 || k_dims[i] < 0) continue;  // unknown
-      int64_t out, before = pads[2 * i], after = pads[2 * i + 1];
-      const std::string err = WindowedOutputSize(
-          in_dims[i], k_dims[i], dilations[tensor_dim[i]], strides[tensor_dim[i]],
-          a.padding, &before, &after, &out);
-      if (!err.empty()) return absl::InvalidArgumentError(err);
-      *out_dims[i] = c->MakeDim(out);
-    }
-  }
-  std::vector<DimensionHandle> dims(4);
-  dims[0] = batch;
-  dims[ch] = out_depth;
-  dims[h] = rows;
-  dims[w] = cols;
-  c->set_output(0, c->MakeShape(dims));
+  c->set_output(0, out);
   return absl::OkStatus();
 }
 
@@ -111,7 +68,7 @@ REGISTER_OP("TfOps>Conv2D")
     .Attr(kExplicitPaddingsAttr)
     .Attr(kDataFormatAttr)
     .Attr(kDilationsAttr)
-    .SetShapeFn([](InferenceContext* c) { return ForwardShape(c, false); });
+    .SetShapeFn(::tensorflow::shape_inference::Conv2DShapeWithExplicitPadding);
 
 REGISTER_OP("TfOps>Conv2DBackpropInput")
     .Input("input_sizes: int32")
@@ -179,7 +136,7 @@ REGISTER_OP("TfOps>DepthwiseConv2dNative")
     .Attr(kExplicitPaddingsAttr)
     .Attr(kDataFormatAttr)
     .Attr(kDilationsAttr)
-    .SetShapeFn([](InferenceContext* c) { return ForwardShape(c, true); });
+    .SetShapeFn(::tensorflow::shape_inference::DepthwiseConv2DNativeShapeWithExplicitPadding);
 
 REGISTER_OP("TfOps>DepthwiseConv2dNativeBackpropInput")
     .Input("input_sizes: int32")
