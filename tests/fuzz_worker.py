@@ -325,6 +325,8 @@ def predict(case):
         # dimension order, overflow int64.
         return error("output shape not representable")
     out_elements = prod(out_shape)
+    if kind == "conv2d" and out_elements and prod(w_shape) == 0:
+        return error("empty filter")  # as TensorFlow's Conv2D
     nbytes = out_elements * ITEMSIZE[case["dtype"]]
     if nbytes > INT64_MAX or nbytes >= ABSURD_BYTES:
         return error("output too large to allocate", absurd=True)

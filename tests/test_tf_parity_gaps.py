@@ -1,5 +1,7 @@
 """Where TensorFlow's own convolution tests found our behaviour differing from TensorFlow's:
 extra batch dimensions, graph-time shape checks, and empty operands."""
+import re
+
 import numpy as np
 import tensorflow as tf
 
@@ -213,6 +215,110 @@ class GraphShapeTest(tf.test.TestCase):
                     self.assertIn(message, _graph_error(fn, [x, w, dy]) or "(built)")
             self.assertEqual(_graph_shape(fn, [[None, 8, 8, 4], [3, 3, 4, None], [2, 8, 8, 6]]),
                              [2, 8, 8, 4] if op == "input_v2" else [3, 3, 4, 6])
+
+
+class EmptyOperandTest(tf.test.TestCase):
+    """What an empty operand does, per op (float32, NHWC, stride 1, VALID unless said; the
+    base case is input [1, 4, 4, 2], filter [2, 2, 2, 3] or depthwise [2, 2, 2, 1]), measured
+    on TensorFlow 2.21 with its native kernels (oneDNN off) and with oneDNN (the default):
+
+    op                      empty operand                 TF native        TF oneDNN          tf_ops
+    Conv2D                  filter rows or cols 0         error (1)        error (1)          error (1)
+                            filter in-depth 0             error            error (1)          error
+                            filter out-depth 0            empty [1,3,3,0]  error (1)          empty
+                            input batch 0                 empty [0,3,3,3]  [0,4,4,2] (2)      empty [0,3,3,3]
+                            input rows 0, SAME            empty [1,0,4,3]  [1,0,4,2] (2)      empty [1,0,4,3]
+                            input rows 0, VALID           error (3)        error (3)          error (3)
+                            input rows 1 < filter rows 2  empty [1,0,3,3]  garbage (2)        empty [1,0,3,3]
+    DepthwiseConv2dNative   filter rows or cols 0         zeros            error (1)          zeros
+                            multiplier 0                  empty            error (1)          empty
+                            input batch 0, rows 0 SAME    empty            empty, wrong dims  empty
+                            input rows 1 < filter rows 2  empty            garbage (2)        empty
+    Conv2DBackpropInput,    filter rows, cols or out-     zeros            zeros              zeros
+    DepthwiseConv2dNative-  depth 0; out_backprop empty
+    BackpropInput           by the geometry
+                            multiplier 0 (depthwise)      garbage (2)      zeros              zeros
+                            input_sizes batch 0           empty            empty              empty
+    Conv2DBackpropFilter,   filter_sizes with a 0         empty            empty              empty
+    DepthwiseConv2dNative-  input batch 0                 zeros; depthwise zeros              zeros
+    BackpropFilter                                        garbage (2)
+                            input rows 0 SAME, or an      garbage (2)      zeros              zeros
+                            out_backprop empty by the
+                            geometry (rows 1 < filter 2)
+    (1) "filter must not have zero elements (i.e. all dimensions must be non-zero)"
+    (2) nonzero values or a wrongly shaped result where the answer is empty or zeros
+    (3) "Computed output size would be negative"
+    Where an empty operand also breaks a consistency rule (out_backprop's batch or depth
+    against the input's or filter's), every kernel but oneDNN's reports it, as ours do. The V2
+    ops (no TensorFlow kernel) behave as their V1 forms. So the one change was Conv2D's empty
+    filter, now refused as TensorFlow refuses it; elsewhere ours keep TensorFlow's native
+    results, and zeros where TensorFlow returns garbage."""
+
+    def setUp(self):
+        self.rng = np.random.default_rng(5)
+
+    def rand(self, shape):
+        return tf.constant(self.rng.uniform(-1, 1, size=shape).astype(np.float32))
+
+    def assert_zeros(self, t, shape):
+        self.assertEqual(t.shape.as_list(), shape)
+        self.assertAllEqual(t, np.zeros(shape, np.float32))
+
+    def test_conv2d_refuses_an_empty_filter_as_tensorflow_does(self):
+        x = self.rand([1, 4, 4, 2])
+        for w_shape in ([0, 2, 2, 3], [2, 0, 2, 3]):
+            with self.subTest(filter=w_shape):
+                w = tf.zeros(w_shape)
+                with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                            r"filter must not have zero elements \(i.e. all dimensions "
+                                            r"must be non-zero\)"):
+                    tf.raw_ops.Conv2D(input=x, filter=w, strides=[1, 1, 1, 1], padding="VALID")
+                with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                            r"filter must not have zero elements .* got filter shape "
+                                            + re.escape(str(w_shape).replace(" ", ""))):
+                    tf_ops.conv2d(x, w, 1, "VALID")
+        # With an empty output there is nothing to refuse: TensorFlow's native kernel returns
+        # it too.
+        self.assertEqual(tf_ops.conv2d(x, tf.zeros([2, 2, 2, 0]), 1, "VALID").shape.as_list(),
+                         [1, 3, 3, 0])
+        self.assertEqual(tf_ops.conv2d(tf.zeros([0, 4, 4, 2]), tf.zeros([0, 2, 2, 3]), 1, "SAME")
+                         .shape.as_list(), [0, 4, 4, 3])
+
+    def test_other_empty_operands(self):
+        x, w, wd = self.rand([1, 4, 4, 2]), self.rand([2, 2, 2, 3]), self.rand([2, 2, 2, 1])
+        s = [1, 1, 1, 1]
+        self.assertEqual(tf_ops.conv2d(tf.zeros([0, 4, 4, 2]), w, s, "VALID").shape.as_list(), [0, 3, 3, 3])
+        self.assertEqual(tf_ops.conv2d(tf.zeros([1, 0, 4, 2]), w, s, "SAME").shape.as_list(), [1, 0, 4, 3])
+        self.assertEqual(tf_ops.conv2d(self.rand([1, 1, 4, 2]), w, s, "VALID").shape.as_list(), [1, 0, 3, 3])
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "Computed output size would be negative"):
+            tf_ops.conv2d(tf.zeros([1, 0, 4, 2]), w, s, "VALID")
+        self.assert_zeros(tf_ops.depthwise_conv2d_native(x, tf.zeros([0, 2, 2, 1]), s, "VALID"), [1, 5, 3, 2])
+        self.assertEqual(tf_ops.depthwise_conv2d_native(x, tf.zeros([2, 2, 2, 0]), s, "VALID").shape.as_list(),
+                         [1, 3, 3, 0])
+        self.assertEqual(tf_ops.depthwise_conv2d_native(self.rand([1, 1, 4, 2]), wd, s, "VALID")
+                         .shape.as_list(), [1, 0, 3, 2])
+        for f_shape in ([0, 2, 2, 3], [2, 0, 2, 3], [2, 2, 2, 0]):
+            dy = self.rand([1, 5 if f_shape[0] == 0 else 3, 5 if f_shape[1] == 0 else 3, f_shape[3]])
+            self.assert_zeros(tf_ops.conv2d_backprop_input([1, 4, 4, 2], tf.zeros(f_shape), dy, s, "VALID"),
+                              [1, 4, 4, 2])
+        self.assert_zeros(tf_ops.depthwise_conv2d_backprop_input([1, 4, 4, 2], tf.zeros([2, 2, 2, 0]),
+                                                                 tf.zeros([1, 3, 3, 0]), s, "VALID"), [1, 4, 4, 2])
+        self.assert_zeros(tf_ops.conv2d_backprop_input([1, 1, 4, 2], w, tf.zeros([1, 0, 3, 3]), s, "VALID"),
+                          [1, 1, 4, 2])
+        for fn, f_shape in ((tf_ops.conv2d_backprop_filter, [2, 2, 2, 3]),
+                            (tf_ops.depthwise_conv2d_backprop_filter, [2, 2, 2, 1])):
+            k = f_shape[2] * f_shape[3] if fn is tf_ops.depthwise_conv2d_backprop_filter else f_shape[3]
+            with self.subTest(fn=fn.__name__):
+                self.assert_zeros(fn(tf.zeros([0, 4, 4, 2]), f_shape, tf.zeros([0, 3, 3, k]), s, "VALID"), f_shape)
+                self.assert_zeros(fn(tf.zeros([1, 0, 4, 2]), f_shape, tf.zeros([1, 0, 4, k]), s, "SAME"), f_shape)
+                self.assert_zeros(fn(self.rand([1, 1, 4, 2]), f_shape, tf.zeros([1, 0, 3, k]), s, "VALID"), f_shape)
+                self.assertEqual(fn(x, [0] + f_shape[1:], tf.zeros([1, 5, 3, k]), s, "VALID").shape.as_list(),
+                                 [0] + f_shape[1:])
+        # The V2 ops behave as their V1 forms.
+        self.assert_zeros(tf_ops.conv2d_backprop_input_v2(x, tf.zeros([0, 2, 2, 3]), self.rand([1, 5, 3, 3]),
+                                                          s, "VALID"), [1, 4, 4, 2])
+        self.assert_zeros(tf_ops.conv2d_backprop_filter_v2(tf.zeros([0, 4, 4, 2]), w, tf.zeros([0, 3, 3, 3]),
+                                                           s, "VALID"), [2, 2, 2, 3])
 
 
 if __name__ == "__main__":

@@ -350,6 +350,13 @@ class ConvOp : public OpKernel {
         out_shape = w_shape;
         break;
     }
+    // Like TensorFlow's Conv2D: an empty filter is refused unless the output is empty too.
+    // (Its depthwise and backprop kernels return the empty sums, zeros, as ours do.)
+    OP_REQUIRES(ctx, dir != Direction::kForward || spec_.depthwise ||
+                         out_shape.num_elements() == 0 || w_shape.num_elements() > 0,
+                InvalidArgument(label, ": filter must not have zero elements (i.e. all "
+                                       "dimensions must be non-zero), got filter shape ",
+                                w_shape.DebugString()));
     OP_REQUIRES(ctx, out_shape.num_elements() <=
                          std::numeric_limits<int64_t>::max() / static_cast<int64_t>(sizeof(T)),
                 InvalidArgument(label, ": output of shape ", out_shape.DebugString(),
