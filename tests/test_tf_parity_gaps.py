@@ -22,8 +22,8 @@ def folded_reference(x, w, strides, padding, data_format="NHWC"):
 class BatchDimsTest(tf.test.TestCase):
     """tf.nn.conv2d takes inputs of rank 5 and more: every dimension before the last three
     is a batch dimension. Of TensorFlow 2.21's functions of the family only conv2d does; the
-    others' kernels take rank 4 (and return wrongly shaped results for rank 5 instead of an
-    error), so ours reject other ranks with an InvalidArgumentError."""
+    others' kernels take rank 4 (and accept rank 5 without an error, most returning wrongly
+    shaped results), so ours reject other ranks with an InvalidArgumentError."""
 
     def setUp(self):
         self.rng = np.random.default_rng(11)
