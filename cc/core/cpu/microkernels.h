@@ -93,7 +93,8 @@ struct KernelTable {
   // set has no vector form (the caller then converts element by element).
   NarrowFn narrow[kElemKinds];
   // Where the processor has AVX-512 BF16: bfloat16 gemm kernels on bfloat16-pair filter
-  // panels (microkernels_avx512bf16.cc), the same tiles as gemm[]; else null.
+  // panels (microkernels_avx512bf16.cc), the same tiles as gemm[], and a strided reduction
+  // whose operands both hold bfloat16 pairs along the reduction; else null.
   const GemmKernel* gemm_bf16_pairs;
 };
 

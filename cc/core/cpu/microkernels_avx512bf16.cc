@@ -7,6 +7,8 @@
 // filter panels of bfloat16 pairs: row pair p of a panel holds, for each of its NB columns,
 // the values of reduction rows 2p and 2p + 1 (the second zero past an odd depth), so a
 // panel has depth / 2 rounded up rows of NB 32-bit pairs. Depth chunks start at even rows.
+// Their `strided` (the filter gradient's reduction) takes both operands in pairs along the
+// reduction instead: see DotStrided.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -109,6 +111,42 @@ void DotAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
   }
 }
 
+// The strided reduction of the filter gradient on pairs: a and b hold bfloat16 pairs (two
+// consecutive output pixels of one input channel / output channel) in 32-bit slots;
+//   c[m*ldc + j] += sum_{r < len} dot(a[r*a_step + min(m, rows-1)], b[r*b_step + j]).
+template <int MR, int NV>
+void DotStrided(int64_t len, const float* a, int64_t a_step, int64_t rows, const float* b,
+                int64_t b_step, float* c, int64_t ldc) {
+  __m512 acc[MR][NV];
+  int64_t offset[MR];
+#pragma GCC unroll 32
+  for (int m = 0; m < MR; ++m) {
+    offset[m] = m < rows ? m : rows - 1;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_loadu_ps(c + m * ldc + v * 16);
+  }
+  for (int64_t r = 0; r < len; ++r) {
+    __m512 bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + r * b_step + v * 16);
+#pragma GCC unroll 32
+    for (int m = 0; m < MR; ++m) {
+      uint32_t pair;
+      std::memcpy(&pair, a + r * a_step + offset[m], 4);
+      const __m512i av = _mm512_set1_epi32(static_cast<int>(pair));
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        acc[m][v] = _mm512_dpbf16_ps(acc[m][v], (__m512bh)av, (__m512bh)bv[v]);
+      }
+    }
+  }
+#pragma GCC unroll 32
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + m * ldc + v * 16, acc[m][v]);
+  }
+}
+
 template <int MR, int NV>
 GemmKernel MakeDot() {
   GemmKernel k{};
@@ -116,6 +154,7 @@ GemmKernel MakeDot() {
   k.nb = NV * 16;
   k.indirect[kElemBF16] = DotIndirect<MR, NV>;
   k.affine[kElemBF16] = DotAffine<MR, NV>;
+  k.strided = DotStrided<MR, NV>;
   return k;
 }
 
