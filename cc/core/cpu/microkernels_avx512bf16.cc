@@ -31,6 +31,24 @@ TF_OPS_INLINE const uint16_t* PixelOf(const void* const* a, int64_t t, int m, in
   }
 }
 
+// acc[v] += the dot products of `pair` (two bfloat16 values, broadcast to every lane) with
+// the pairs of b[v], for v < NV.
+template <int NV>
+TF_OPS_INLINE void DotPair(__m512* acc, uint32_t pair, const __m512* b) {
+  const __m512i av = _mm512_set1_epi32(static_cast<int>(pair));
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) acc[v] = _mm512_dpbf16_ps(acc[v], (__m512bh)av, (__m512bh)b[v]);
+}
+
+template <int MR, int NV>
+TF_OPS_INLINE void StoreTile(const __m512 (&acc)[MR][NV], float* c, int64_t ldc) {
+#pragma GCC unroll 32
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + m * ldc + v * 16, acc[m][v]);
+  }
+}
+
 template <int MR, int NV, bool Affine>
 TF_OPS_INLINE void DotTile(int64_t taps, const void* const* a, int64_t pixel_step,
                            const float* const* b, int64_t depth, float* c, int64_t ldc,
@@ -58,11 +76,7 @@ TF_OPS_INLINE void DotTile(int64_t taps, const void* const* a, int64_t pixel_ste
       for (int m = 0; m < MR; ++m) {
         uint32_t pair;
         std::memcpy(&pair, ap[m] + 2 * p, 4);
-        const __m512i av = _mm512_set1_epi32(static_cast<int>(pair));
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) {
-          acc[m][v] = _mm512_dpbf16_ps(acc[m][v], (__m512bh)av, (__m512bh)bv[v]);
-        }
+        DotPair<NV>(acc[m], pair, bv);
       }
     }
     if (depth & 1) {
@@ -72,19 +86,11 @@ TF_OPS_INLINE void DotTile(int64_t taps, const void* const* a, int64_t pixel_ste
       for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(bp + v * 16);
 #pragma GCC unroll 32
       for (int m = 0; m < MR; ++m) {
-        const __m512i av = _mm512_set1_epi32(static_cast<int>(ap[m][depth - 1]));
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) {
-          acc[m][v] = _mm512_dpbf16_ps(acc[m][v], (__m512bh)av, (__m512bh)bv[v]);
-        }
+        DotPair<NV>(acc[m], ap[m][depth - 1], bv);
       }
     }
   }
-#pragma GCC unroll 32
-  for (int m = 0; m < MR; ++m) {
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + m * ldc + v * 16, acc[m][v]);
-  }
+  StoreTile<MR, NV>(acc, c, ldc);
 }
 
 template <int MR, int NV>
@@ -133,18 +139,10 @@ void DotStrided(int64_t len, const float* a, int64_t a_step, int64_t rows, const
     for (int m = 0; m < MR; ++m) {
       uint32_t pair;
       std::memcpy(&pair, a + r * a_step + offset[m], 4);
-      const __m512i av = _mm512_set1_epi32(static_cast<int>(pair));
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) {
-        acc[m][v] = _mm512_dpbf16_ps(acc[m][v], (__m512bh)av, (__m512bh)bv[v]);
-      }
+      DotPair<NV>(acc[m], pair, bv);
     }
   }
-#pragma GCC unroll 32
-  for (int m = 0; m < MR; ++m) {
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + m * ldc + v * 16, acc[m][v]);
-  }
+  StoreTile<MR, NV>(acc, c, ldc);
 }
 
 template <int MR, int NV>
