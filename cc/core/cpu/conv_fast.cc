@@ -506,6 +506,23 @@ std::vector<ChannelSegment> DepthwiseSegments(int64_t channels) {
   return out;
 }
 
+// A depthwise channel block: [begin, begin + width) through a kernel of nb channels (the
+// block is summed in scalar code where width < nb).
+struct DepthwiseBlock {
+  int64_t begin, width;
+  const DepthwiseKernel* kernel;
+};
+
+std::vector<DepthwiseBlock> DepthwiseBlocks(int64_t channels) {
+  std::vector<DepthwiseBlock> out;
+  for (const ChannelSegment& seg : DepthwiseSegments(channels)) {
+    for (int64_t c = seg.begin; c < seg.end; c += seg.kernel->nb) {
+      out.push_back({c, std::min<int64_t>(seg.kernel->nb, seg.end - c), seg.kernel});
+    }
+  }
+  return out;
+}
+
 bool IsDepthwiseOne(const ConvGeometry& g) {
   return g.filter_in_depth == 1 && g.groups == g.in_depth && g.out_depth == g.in_depth;
 }
@@ -600,22 +617,19 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
   std::vector<float> panel(taps * C);
   for (int64_t i = 0; i < taps * C; ++i) panel[i] = static_cast<float>(w[i]);
 
-  struct Block {
-    int64_t c0, width;
-    const DepthwiseKernel* kernel;  // null: scalar code
-  };
-  const KernelTable& table = Kernels();
-  const DepthwiseKernel* const narrow = &table.dw[0];
-  const DepthwiseKernel* const wide = &table.dw[2];
-  std::vector<Block> blocks;
-  int64_t c0 = 0;
-  for (; c0 + wide->nb <= C; c0 += wide->nb) blocks.push_back({c0, wide->nb, wide});
-  for (; c0 + narrow->nb <= C; c0 += narrow->nb) blocks.push_back({c0, narrow->nb, narrow});
-  if (c0 < C) blocks.push_back({c0, C - c0, nullptr});
+  // Channel blocks; one narrower than its kernel (the remainder under 16) is summed in
+  // scalar code.
+  const std::vector<DepthwiseBlock> blocks = DepthwiseBlocks(C);
   const int64_t nblocks = static_cast<int64_t>(blocks.size());
-  const int64_t max_mr = std::max(wide->mr, narrow->mr), max_nb = wide->nb;
-  // Inside pixels go in groups of whole tiles of both kernels, of about kGroupBytes of source.
-  const int64_t unit_mr = std::lcm<int64_t>(wide->mr, narrow->mr);
+  const auto is_vector = [](const DepthwiseBlock& blk) { return blk.width == blk.kernel->nb; };
+  // Inside pixels go in groups of whole tiles of every kernel, of about kDepthwiseGroupBytes
+  // of source.
+  int64_t max_mr = 1, max_nb = 1, unit_mr = 1;
+  for (const DepthwiseBlock& blk : blocks) {
+    max_mr = std::max<int64_t>(max_mr, blk.kernel->mr);
+    max_nb = std::max<int64_t>(max_nb, blk.kernel->nb);
+    unit_mr = std::lcm<int64_t>(unit_mr, blk.kernel->mr);
+  }
   const int64_t group = std::max<int64_t>(1, kDepthwiseGroupBytes / (dh.taps * C * sizeof(T)) /
                                                  unit_mr) * unit_mr;
 
@@ -676,25 +690,25 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
         for (int64_t k = 0; k < nblocks; ++k) {
           for (int64_t t = 0; t < count; ++t) {
             b[k * count + t] =
-                panel.data() + (tap_rows[t / cols] * KW + cc.taps[t % cols]) * C + blocks[k].c0;
+                panel.data() + (tap_rows[t / cols] * KW + cc.taps[t % cols]) * C + blocks[k].begin;
           }
         }
         // Inside pixels [lo, inside_end), group by group, each through every vector block.
         const int64_t inside_end = cc.lo + (cc.hi - cc.lo) / unit_mr * unit_mr;
         for (int64_t p0 = cc.lo; p0 < inside_end; p0 += group) {
           const int64_t pixels = std::min(group, inside_end - p0);
-          for (int64_t k = 0; k < nblocks && blocks[k].kernel != nullptr; ++k) {
-            const Block& blk = blocks[k];
+          for (int64_t k = 0; k < nblocks && is_vector(blocks[k]); ++k) {
+            const DepthwiseBlock& blk = blocks[k];
             const DepthwiseKernel& dk = *blk.kernel;
-            for (int64_t t = 0; t < count; ++t) a[t] = source(t, p0) + blk.c0;
+            for (int64_t t = 0; t < count; ++t) a[t] = source(t, p0) + blk.begin;
             if constexpr (std::is_same_v<T, float>) {
               dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count,
-                              out_pixel(p0) + blk.c0, dw.step() * C, false);
+                              out_pixel(p0) + blk.begin, dw.step() * C, false);
             } else {
               dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count, cbuf, dk.nb,
                               false);
               for (int64_t m = 0; m < pixels; ++m) {
-                WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(p0 + m) + blk.c0);
+                WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(p0 + m) + blk.begin);
               }
             }
           }
@@ -704,16 +718,16 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
         const int64_t rest = cc.count - (inside_end - cc.lo);
         const auto member = [&](int64_t e) { return e < cc.lo ? e : e - cc.lo + inside_end; };
         for (int64_t k = 0; k < nblocks; ++k) {
-          const Block& blk = blocks[k];
-          if (blk.kernel == nullptr) {
+          const DepthwiseBlock& blk = blocks[k];
+          if (!is_vector(blk)) {
             for (int64_t j = 0; j < cc.count; ++j) {
               for (int64_t c = 0; c < blk.width; ++c) {
                 float sum = 0.0f;
                 for (int64_t t = 0; t < count; ++t) {
                   const T* p = source(t, j);
-                  if (p != nullptr) sum += static_cast<float>(p[blk.c0 + c]) * b[k * count + t][c];
+                  if (p != nullptr) sum += static_cast<float>(p[blk.begin + c]) * b[k * count + t][c];
                 }
-                out_pixel(j)[blk.c0 + c] = static_cast<T>(sum);
+                out_pixel(j)[blk.begin + c] = static_cast<T>(sum);
               }
             }
             continue;
@@ -725,13 +739,13 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
             for (int64_t t = 0; t < count; ++t) {
               for (int64_t m = 0; m < mr; ++m) {
                 const T* p = m < valid ? source(t, member(e0 + m)) : nullptr;
-                a[t * mr + m] = p != nullptr ? static_cast<const void*>(p + blk.c0)
+                a[t * mr + m] = p != nullptr ? static_cast<const void*>(p + blk.begin)
                                              : static_cast<const void*>(zeros.data());
               }
             }
             dk.indirect[kind](count, a, b + k * count, cbuf, false);
             for (int64_t m = 0; m < valid; ++m) {
-              WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(member(e0 + m)) + blk.c0);
+              WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(member(e0 + m)) + blk.begin);
             }
           }
         }
@@ -1087,23 +1101,6 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
       }
     }
   });
-}
-
-// A depthwise channel block: [begin, begin + width) through a kernel of nb channels (the
-// block is summed in scalar code where width < nb).
-struct DepthwiseBlock {
-  int64_t begin, width;
-  const DepthwiseKernel* kernel;
-};
-
-std::vector<DepthwiseBlock> DepthwiseBlocks(int64_t channels) {
-  std::vector<DepthwiseBlock> out;
-  for (const ChannelSegment& seg : DepthwiseSegments(channels)) {
-    for (int64_t c = seg.begin; c < seg.end; c += seg.kernel->nb) {
-      out.push_back({c, std::min<int64_t>(seg.kernel->nb, seg.end - c), seg.kernel});
-    }
-  }
-  return out;
 }
 
 // Depthwise: a unit is (slice, channel block).
