@@ -118,6 +118,7 @@ class BuildTfOpsLibrary(build_ext):
             "compile_flags": compile_flags,
             "link_flags": link_flags,
             "sanitize": sanitize,
+            "microkernel_flags": MICROKERNEL_FLAGS,
             "source_dir": HERE,
         }
         with open(os.path.join(os.path.dirname(out), "_build_info.json"), "w") as f:
