@@ -9,6 +9,7 @@ from tf_ops._loader import build_info, cpu_kernel_isa, library_path, load_librar
 load_library()
 
 from tf_ops import _gradients  # noqa: E402,F401  (registers gradients)
+from tf_ops import layers  # noqa: E402  (Keras layers, registered for deserialization)
 from tf_ops.ops import (  # noqa: E402
     OP_NAMES,
     conv2d,
@@ -37,5 +38,6 @@ __all__ = [
     "depthwise_conv2d_backprop_filter",
     "depthwise_conv2d_backprop_input",
     "depthwise_conv2d_native",
+    "layers",
     "library_path",
 ]
