@@ -2,9 +2,9 @@
 
 `Conv2D`, `DepthwiseConv2D` and `Conv2DTranspose` take the arguments of the Keras layers of
 the same names, keep their weights in the same layout (a model's weights load into either),
-and give the same outputs wherever Keras runs the case. They also run what the built-in ops
-refuse or mishandle on CPU: NCHW (`data_format="channels_first"`), grouped convolutions
-(`groups`, which Keras's Conv2DTranspose lacks), and strides together with dilation.
+and give the same outputs wherever Keras runs the case. They also run what Keras refuses:
+`groups` in Conv2DTranspose, strides together with dilation in Conv2D and Conv2DTranspose; and
+NCHW (`data_format="channels_first"`) runs natively on CPU.
 `DepthwiseConv2DTranspose` has no Keras counterpart.
 
 The layers need Keras's TensorFlow backend. XLA cannot compile custom ops, so each layer says
