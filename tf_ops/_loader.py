@@ -9,13 +9,19 @@ _LIBRARY = None
 
 
 def library_path():
-    """Path of the compiled op library, for users who call tf.load_op_library themselves."""
+    """Path of the compiled op library, for users who call tf.load_op_library themselves: the
+    file named by the environment variable TF_OPS_LIBRARY if it is set (a library built
+    elsewhere, e.g. bazel-bin/_tf_ops.so), else _tf_ops.so in this package."""
+    override = os.environ.get("TF_OPS_LIBRARY")
+    if override:
+        return os.path.abspath(override)
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tf_ops.so")
 
 
 def build_info():
-    """What the library was built with: TF version, compiler and flags (dict; {} if unknown)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_info.json")
+    """What the library was built with: TF version, compiler and flags (dict; {} if unknown).
+    Read from _build_info.json beside the library."""
+    path = os.path.join(os.path.dirname(library_path()), "_build_info.json")
     try:
         with open(path) as f:
             return json.load(f)
