@@ -3,12 +3,22 @@
 The compile and link flags come from tf.sysconfig. What the library was built with (the
 TensorFlow version, compiler and flags) is written beside it to _build_info.json, which the
 loader reads to explain a version mismatch.
+
+The package depends on the TensorFlow distribution it was built against (`tensorflow`,
+`tensorflow-cpu`, ...) at the same minor version: built against tensorflow 2.19.1, it requires
+tensorflow>=2.19,<2.20. The build stops, saying what to run instead, if that TensorFlow is
+missing, outside the supported minors, or not the one the target environment already has
+(an isolated build of `pip install .` next to another TensorFlow, whose result would
+replace it).
 """
 import concurrent.futures
+import importlib.metadata
 import json
 import os
 import platform
+import re
 import shlex
+import site
 import subprocess
 import sys
 
@@ -45,6 +55,86 @@ WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
 UBSAN_FOR_TF_HEADERS = ("signed-integer-overflow,integer-divide-by-zero,shift,bounds,vla-bound,"
                       "float-cast-overflow,float-divide-by-zero,alignment,bool,enum,unreachable,"
                       "return,pointer-overflow")
+
+
+# Supported TensorFlow minors, oldest and newest (2.18 to 2.21). pyproject.toml's build
+# requirement spells the same range.
+TF_OLDEST, TF_NEWEST = (2, 18), (2, 21)
+TF_RANGE = f">={TF_OLDEST[0]}.{TF_OLDEST[1]},<{TF_NEWEST[0]}.{TF_NEWEST[1] + 1}"
+SUPPORTED = f"TensorFlow {TF_OLDEST[0]}.{TF_OLDEST[1]} to {TF_NEWEST[0]}.{TF_NEWEST[1]}"
+BUILD_HERE = f"python -m pip install --no-build-isolation {shlex.quote(HERE)}"
+INSTALL_TF = f'python -m pip install "tensorflow{TF_RANGE}"   (or "tensorflow-cpu{TF_RANGE}")'
+
+
+def _stop(message):
+    sys.exit("\ntf_ops: " + message + "\n")
+
+
+def _tf_distributions(paths=None):
+    """The installed distributions that provide the `tensorflow` package (tensorflow,
+    tensorflow-cpu, tf-nightly, ...) on `paths` (default sys.path), in path order."""
+    found = []
+    for dist in importlib.metadata.distributions(**({} if paths is None else {"path": paths})):
+        if any(str(f) == "tensorflow/__init__.py" for f in dist.files or ()):
+            found.append(dist)
+    return found
+
+
+def _dist_name(dist):
+    return re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+
+
+def _minor(version):
+    return tuple(int(v) for v in re.findall(r"\d+", version)[:2])
+
+
+def _target_paths():
+    """Where the environment this build installs into keeps its packages. In an isolated
+    build (pip's), sys.path holds the build environment instead, but sys.prefix is still the
+    target environment's. Outside a virtual environment, the user's site-packages count too
+    (pip turns them off in the build environment, not in the one it installs into)."""
+    paths = list(site.getsitepackages())
+    if sys.prefix == sys.base_prefix:
+        paths.append(site.getusersitepackages())
+    return [p for p in paths if os.path.isdir(p)]
+
+
+def _tensorflow_requirement():
+    """Checks the TensorFlow this build compiles against and returns the requirement the
+    package gets: that distribution at that minor version."""
+    try:
+        import tensorflow as tf
+    except ImportError as e:
+        _stop(f"no TensorFlow to build against ({e}). tf_ops is compiled against the TensorFlow "
+              f"it runs with, and supports {SUPPORTED}. Install one first, then build "
+              f"without build isolation:\n    {INSTALL_TF}\n    {BUILD_HERE}")
+    version = tf.__version__
+    tf_init = os.path.realpath(tf.__file__)
+    dist = next((d for d in _tf_distributions()
+                 if os.path.realpath(d.locate_file("tensorflow/__init__.py")) == tf_init), None)
+    name = _dist_name(dist) if dist is not None else "tensorflow"
+    if not TF_OLDEST <= _minor(version) <= TF_NEWEST:
+        _stop(f"TensorFlow {version} ({name}, {tf.__file__}) is installed; tf_ops supports "
+              f"{SUPPORTED}. Install a supported one, then build against it:\n"
+              f"    {INSTALL_TF}\n    {BUILD_HERE}")
+    installed = _tf_distributions(_target_paths())
+    if installed and not any((_dist_name(d), d.version) == (name, version) for d in installed):
+        have = ", ".join(f"{_dist_name(d)} {d.version}" for d in installed)
+        # A build without isolation uses the environment's own setuptools and wheel.
+        tools = {"setuptools", "wheel"} - {_dist_name(d) for d in
+                                           importlib.metadata.distributions(path=_target_paths())}
+        build_here = (f"python -m pip install {' '.join(sorted(tools))}\n    " if tools
+                      else "") + BUILD_HERE
+        if all(TF_OLDEST <= _minor(d.version) <= TF_NEWEST for d in installed):
+            how = f"Build against the installed one instead:\n    {build_here}"
+        else:
+            how = (f"tf_ops supports {SUPPORTED}: install a supported one, then build against "
+                   f"it:\n    {INSTALL_TF}\n    {build_here}")
+        _stop(f"this environment ({sys.prefix}) has {have}, but this isolated build got "
+              f"{name} {version} to compile against; installing the result would replace your "
+              f"TensorFlow. {how}")
+    major, minor = _minor(version)
+    return f"{name}>={major}.{minor},<{major}.{minor + 1}"
 
 
 def _tf_flags():
@@ -126,6 +216,7 @@ class BuildTfOpsLibrary(build_ext):
 
 
 setup(
+    install_requires=[_tensorflow_requirement(), "numpy"],
     ext_modules=[Extension("tf_ops._tf_ops", sources=SOURCES)],
     cmdclass={"build_ext": BuildTfOpsLibrary},
 )

@@ -14,6 +14,7 @@
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/public/version.h"
 
 namespace tf_ops {
 namespace {
@@ -60,6 +61,17 @@ absl::Status InvalidArgument(const Args&... args) {
 template <typename... Args>
 absl::Status Unimplemented(const Args&... args) {
   return absl::UnimplementedError(Cat(args...));
+}
+
+// Adaptive sharding of `cost`-cycle units over the op's thread pool. TensorFlow 2.20 added
+// SchedulingParams::Adaptive and deprecated the constructor, the only way before it.
+tsl::thread::ThreadPool::SchedulingParams AdaptiveScheduling(int64_t cost) {
+  using Params = tsl::thread::ThreadPool::SchedulingParams;
+#if TF_MAJOR_VERSION == 2 && TF_MINOR_VERSION < 20
+  return Params(tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive, cost, {});
+#else
+  return Params::Adaptive(cost);
+#endif
 }
 
 std::string ListString(const std::vector<int64_t>& v) {
@@ -368,8 +380,7 @@ class ConvOp : public OpKernel {
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     const cpu::ParallelFor parallel_for =
         [pool](int64_t units, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
-          pool->ParallelFor(
-              units, tsl::thread::ThreadPool::SchedulingParams::Adaptive(cost), fn);
+          pool->ParallelFor(units, AdaptiveScheduling(cost), fn);
         };
     T* o = out->flat<T>().data();
     switch (dir) {
