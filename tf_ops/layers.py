@@ -77,8 +77,8 @@ class _Conv(keras.layers.Layer):
     """What the four layers share: arguments, weights, bias, activation, config, shapes.
 
     A subclass sets `_kernel_arg` (the prefix of its weight arguments, "kernel" or
-    "depthwise" as in Keras) and defines `_kernel_shape`, `_output_channels`,
-    `_output_lengths` and `_convolve`.
+    "depthwise" as in Keras) and defines `_kernel_shape`, `_output_channels` and `_convolve`;
+    the transposed layers replace `_output_lengths`.
     """
 
     _kernel_arg = "kernel"
@@ -170,17 +170,15 @@ class _Conv(keras.layers.Layer):
             outputs = self.activation(outputs)
         return outputs
 
+    def _output_lengths(self, lengths):
+        """Output (height, width) for input (height, width); a transposed layer overrides it."""
+        return tuple(_conv_length(n, k, s, d, self.padding) for n, k, s, d in
+                     zip(lengths, self.kernel_size, self.strides, self.dilation_rate))
+
     def compute_output_shape(self, input_shape):
         input_shape = tuple(input_shape)
         return tuple(self._full(input_shape[0], self._output_lengths(self._spatial(input_shape)),
                                 self._output_channels(input_shape[self._channel_axis])))
-
-    def _dynamic_output_shape(self, inputs):
-        """The output shape for `inputs`, as ints where they are known, else scalar tensors."""
-        dynamic = tf.shape(inputs)
-        dims = [d if d is not None else dynamic[i] for i, d in enumerate(inputs.shape)]
-        return self._full(dims[0], self._output_lengths(self._spatial(dims)),
-                          self._output_channels(dims[self._channel_axis]))
 
     def get_config(self):
         prefix = self._kernel_arg
@@ -304,10 +302,6 @@ class Conv2D(_Filters):
         _check_groups(channels, self.groups, "Conv2D")
         return self.kernel_size + (channels // self.groups, self.filters)
 
-    def _output_lengths(self, lengths):
-        return tuple(_conv_length(n, k, s, d, self.padding) for n, k, s, d in
-                     zip(lengths, self.kernel_size, self.strides, self.dilation_rate))
-
     def _convolve(self, inputs, kernel):
         return _ops.conv2d(inputs, kernel, self.strides, self.padding.upper(),
                            data_format=self._tf_format, dilations=self.dilation_rate)
@@ -334,10 +328,6 @@ class DepthwiseConv2D(_Depthwise):
                          **_conv_args(kwargs, strides, padding, data_format, dilation_rate,
                                       activation, use_bias, bias_initializer, bias_regularizer,
                                       activity_regularizer, bias_constraint))
-
-    def _output_lengths(self, lengths):
-        return tuple(_conv_length(n, k, s, d, self.padding) for n, k, s, d in
-                     zip(lengths, self.kernel_size, self.strides, self.dilation_rate))
 
     def _convolve(self, inputs, kernel):
         return _ops.depthwise_conv2d_native(
@@ -367,8 +357,12 @@ class _Transpose:
                      zip(lengths, self.kernel_size, self.strides, self.dilation_rate, pads))
 
     def _sizes(self, inputs):
-        """The output shape of the op as a list of ints, or an int32 tensor if not all known."""
-        shape = self._dynamic_output_shape(inputs)
+        """The output shape of the op as a list of ints, or an int32 tensor if not all known
+        (unknown input dimensions are read with tf.shape)."""
+        dynamic = tf.shape(inputs)
+        dims = [d if d is not None else dynamic[i] for i, d in enumerate(inputs.shape)]
+        shape = self._full(dims[0], self._output_lengths(self._spatial(dims)),
+                           self._output_channels(dims[self._channel_axis]))
         if all(isinstance(d, int) for d in shape):
             return shape
         return tf.stack([tf.cast(d, tf.int32) for d in shape])
