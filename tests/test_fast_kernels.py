@@ -60,6 +60,16 @@ DEPTHWISE_CASES = [
     ("96 = 64 + 32 channels, batch 1, explicit pads",
      common.make_config("NHWC", 1, 30, 29, 96, [3, 3, 96, 1], (1, 1), (1, 1), "EXPLICIT",
                         (0, 2, 1, 1), depthwise=True)),
+    ("112 = 64 + 32 + 16 channels, 5x5, stride 2: row kernels of 5 columns 2 apart (forward),"
+     " 3 and 2 columns (backprop input) at every width",
+     common.make_config("NHWC", 2, 19, 45, 112, [5, 5, 112, 1], (2, 2), (1, 1), "SAME",
+                        depthwise=True)),
+    ("48 = 32 + 16 channels, 7x2 filter, strides (1, 2), VALID: 2 columns 2 apart, 1 column",
+     common.make_config("NHWC", 2, 14, 33, 48, [7, 2, 48, 1], (1, 2), (1, 1), "VALID",
+                        depthwise=True)),
+    ("3x7 filter: more columns than the row kernels take, 32 channels",
+     common.make_config("NHWC", 1, 15, 40, 32, [3, 7, 32, 1], (1, 1), (1, 1), "SAME",
+                        depthwise=True)),
 ]
 GEMM_KINDS = ["conv2d", "backprop_input", "backprop_input_v2", "backprop_filter", "backprop_filter_v2"]
 DEPTHWISE_KINDS = ["depthwise", "depthwise_backprop_input", "depthwise_backprop_filter"]

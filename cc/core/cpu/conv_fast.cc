@@ -605,7 +605,9 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
 // input, so no multiply touches an inserted zero). Inside a class, the pixels whose every tap
 // reads inside the source go in groups of a few tiles, and each group runs through every
 // channel block before the next group starts: the source pixels a group reads are fetched
-// from memory once, whole, and stay in the L1 cache across its channel blocks. The other
+// from memory once, whole, and stay in the L1 cache across its channel blocks. Where the
+// column taps read neighbouring source columns (no dilation; spacing 1 or 2), the row
+// kernels load each source vector once for every tap that reads it. The other
 // pixels (the row's ends, and what is left over) take the indirect kernel, with taps that
 // fall outside the source pointing at zeros. Channels past the last 16-wide block are summed
 // in scalar code.
@@ -635,9 +637,12 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
 
   // Column class c: members j < count at column c + j * step; candidate tap a reads source
   // column bases[a] + j * mult; members [lo, hi) read inside the source through every tap.
+  // Where the candidates read neighbouring columns (no dilation) and the row kernels cover
+  // the class's spacing and tap count, `by_column` lists the candidates from the leftmost
+  // column read (`first`) rightwards, and the inside members go through the row kernels.
   struct ColumnClass {
-    int64_t count = 0, lo = 0, hi = 0;
-    std::vector<int64_t> taps, bases;
+    int64_t count = 0, lo = 0, hi = 0, first = 0;
+    std::vector<int64_t> taps, bases, by_column;
   };
   std::vector<ColumnClass> column_classes(dw.classes());
   for (int64_t c = 0; c < dw.classes(); ++c) {
@@ -650,6 +655,18 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
       cc.hi = std::min(cc.hi, FloorDivSigned(dw.src_size - 1 - base, dw.mult()) + 1);
     }
     cc.hi = std::max(cc.hi, cc.lo);
+    const int64_t cols = static_cast<int64_t>(cc.bases.size());
+    if (cols == 0 || cols > kDepthwiseRowCols || dw.mult() > kDepthwiseRowMults ||
+        blocks.front().kernel->row[dw.mult() - 1][cols - 1][kind] == nullptr) {
+      continue;
+    }
+    cc.first = *std::min_element(cc.bases.begin(), cc.bases.end());
+    std::vector<int64_t> order(cols, -1);
+    for (int64_t a = 0; a < cols; ++a) {
+      const int64_t k = cc.bases[a] - cc.first;
+      if (k < cols) order[k] = a;
+    }
+    if (std::find(order.begin(), order.end(), -1) == order.end()) cc.by_column = order;
   }
   std::vector<std::vector<int64_t>> row_taps(dh.classes()), row_bases(dh.classes());
   for (int64_t c = 0; c < dh.classes(); ++c) dh.Candidates(c, &row_taps[c], &row_bases[c]);
@@ -663,6 +680,11 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
     int64_t* const src_rows = Scratch<int64_t, 17>(g.filter_rows);
     int64_t* const tap_rows = Scratch<int64_t, 18>(g.filter_rows);
     float* const cbuf = Scratch<float, 19>(std::max(group, max_mr) * max_nb);
+    // Element offset of member 0's source pixel through each tap (through each filter row at
+    // the class's first column, for the row kernels), and the filters in the row kernels'
+    // order.
+    int64_t* const tap_offset = Scratch<int64_t, 20>(taps);
+    const float** const b_rows = Scratch<const float*, 21>(nblocks * taps);
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t n = unit / dh.size, r = unit % dh.size;
       const int64_t rc = r % dh.step(), i = r / dh.step();
@@ -687,10 +709,16 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
           if (col < 0 || col >= dw.src_size) return nullptr;
           return src + ((n * dh.src_size + src_rows[t / cols]) * dw.src_size + col) * C;
         };
+        const bool by_rows = !cc.by_column.empty();
+        for (int64_t t = 0; t < count; ++t) {
+          const int64_t column = by_rows ? cc.first : cc.bases[t % cols];
+          tap_offset[t] = ((n * dh.src_size + src_rows[t / cols]) * dw.src_size + column) * C;
+        }
         for (int64_t k = 0; k < nblocks; ++k) {
           for (int64_t t = 0; t < count; ++t) {
-            b[k * count + t] =
-                panel.data() + (tap_rows[t / cols] * KW + cc.taps[t % cols]) * C + blocks[k].begin;
+            const float* tap_panel = panel.data() + tap_rows[t / cols] * KW * C + blocks[k].begin;
+            b[k * count + t] = tap_panel + cc.taps[t % cols] * C;
+            if (by_rows) b_rows[k * count + t] = tap_panel + cc.taps[cc.by_column[t % cols]] * C;
           }
         }
         // Inside pixels [lo, inside_end), group by group, each through every vector block.
@@ -700,13 +728,21 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
           for (int64_t k = 0; k < nblocks && is_vector(blocks[k]); ++k) {
             const DepthwiseBlock& blk = blocks[k];
             const DepthwiseKernel& dk = *blk.kernel;
-            for (int64_t t = 0; t < count; ++t) a[t] = source(t, p0) + blk.begin;
-            if constexpr (std::is_same_v<T, float>) {
-              dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count,
-                              out_pixel(p0) + blk.begin, dw.step() * C, false);
+            // The row kernels take one source pointer per filter row.
+            const int64_t pointers = by_rows ? rows : count, stride = by_rows ? cols : 1;
+            for (int64_t t = 0; t < pointers; ++t) {
+              a[t] = src + tap_offset[t * stride] + p0 * pixel_step + blk.begin;
+            }
+            float* c = cbuf;
+            int64_t ldc = dk.nb;
+            if constexpr (std::is_same_v<T, float>) c = out_pixel(p0) + blk.begin, ldc = dw.step() * C;
+            if (by_rows) {
+              dk.row[dw.mult() - 1][cols - 1][kind](pixels / dk.mr, rows, a, C, b_rows + k * count,
+                                                    c, ldc, false);
             } else {
-              dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count, cbuf, dk.nb,
-                              false);
+              dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count, c, ldc, false);
+            }
+            if constexpr (!std::is_same_v<T, float>) {
               for (int64_t m = 0; m < pixels; ++m) {
                 WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(p0 + m) + blk.begin);
               }

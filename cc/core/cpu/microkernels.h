@@ -50,6 +50,22 @@ using DepthwiseAffineFn = void (*)(int64_t tiles, int64_t taps, const void* cons
                                    int64_t pixel_step, const float* const* b, float* c,
                                    int64_t ldc, bool accumulate);
 
+// Depthwise along rows, the column taps of each filter row applied from registers (forward
+// and backprop input where the taps of a filter row read neighbouring source pixels): each
+// source vector is loaded once and multiplied into every pixel of the tile that reads it.
+// Pixel m of tile q reads, through filter row r and column tap k < COLS, the source pixel
+// (q * MR + m) * MULT + k pixels after a[r] (pixels pixel_step elements apart), with filter
+// b[r * COLS + k]; its result goes to c + (q * MR + m) * ldc:
+//   c[p][j] (=, or +=) sum_{r < rows} sum_{k < COLS} src(r, p * MULT + k)[j] * b[r * COLS + k][j]
+// summed over r, then k, in order. row[MULT - 1][COLS - 1][kind]; null in every kernel of a
+// table whose instruction set has too few registers for the tiles (the caller then uses
+// `affine`).
+using DepthwiseRowFn = void (*)(int64_t tiles, int64_t rows, const void* const* a,
+                                int64_t pixel_step, const float* const* b, float* c, int64_t ldc,
+                                bool accumulate);
+constexpr int kDepthwiseRowMults = 2;  // pixel spacing (stride) 1 or 2
+constexpr int kDepthwiseRowCols = 5;   // 1 to 5 column taps per filter row
+
 // Depthwise strided reduction (backprop filter):
 //   c[j] += sum_{r < len} a[r*a_step + j] * b[r*b_step + j]          for j < NB,
 // with a and b both activations of `kind`. The sum over r is taken in four interleaved
@@ -79,6 +95,7 @@ struct DepthwiseKernel {
   DepthwiseIndirectFn indirect[kElemKinds];
   DepthwiseAffineFn affine[kElemKinds];
   DepthwiseStridedFn strided[kElemKinds];
+  DepthwiseRowFn row[kDepthwiseRowMults][kDepthwiseRowCols][kElemKinds];
 };
 
 struct KernelTable {
