@@ -3,8 +3,9 @@ which stay in the library as the oracle (TF_OPS_CPU_KERNELS=direct), and with th
 reference, on the shapes where their blocking switches on: channel counts past each tile
 width (16, 32, 64 columns; 6, 12, 14 rows) with odd remainders, reductions long enough to be
 split into chunks, rows long enough for affine runs, strides above the filter size (residue
-classes with no tap), groups, dilations, NCHW, and depthwise channel counts that mix the
-wide, 16-wide and scalar blocks. Every instruction set's micro-kernels are checked too."""
+classes with no tap), groups, dilations, NCHW, stride-1 passes with short tiles (banded,
+filter rows merged or not), and depthwise channel counts that mix the wide, 16-wide and
+scalar blocks, with and without the row kernels. Every instruction set's micro-kernels are checked too."""
 import os
 import pathlib
 import subprocess
@@ -43,6 +44,20 @@ CASES = [
      common.make_config("NHWC", 2, 9, 1, 4, [3, 3, 4, 5], (2, 1), (1, 2), "SAME")),
     ("stride 3 x 2, dilation 2 x 3, 5x4 filter, NCHW",
      common.make_config("NCHW", 2, 21, 26, 18, [5, 4, 18, 33], (3, 2), (2, 3), "SAME")),
+    ("stride 1, 16 channels: banded, each filter row's taps merged into one reduction",
+     common.make_config("NHWC", 2, 11, 23, 16, [3, 3, 16, 16], (1, 1), (1, 1), "SAME")),
+    ("stride 1, 5 input channels, 5x5: merged (bfloat16 pairs: odd rows, not merged)",
+     common.make_config("NHWC", 2, 13, 17, 5, [5, 5, 5, 24], (1, 1), (1, 1), "SAME")),
+    ("stride 1, dilation 2: banded, taps not merged",
+     common.make_config("NHWC", 2, 12, 15, 8, [3, 3, 8, 16], (1, 1), (2, 2), "SAME")),
+    ("stride 1, 7x7, 64 input channels: banded, two reduction chunks",
+     common.make_config("NHWC", 1, 10, 12, 64, [7, 7, 64, 8], (1, 1), (1, 1), "SAME")),
+    ("column stride 2 over a 1-column input: a single pixel class that no tap reaches",
+     common.make_config("NCHW", 2, 8, 1, 2, [1, 1, 2, 3], (1, 2), (3, 1), "EXPLICIT",
+                        (0, 0, 1, 0))),
+    ("stride 1, explicit pads (2, 0, 1, 3), 2x3 filter, 3 groups, NCHW",
+     common.make_config("NCHW", 2, 9, 14, 6, [2, 3, 2, 9], (1, 1), (1, 1), "EXPLICIT",
+                        (2, 0, 1, 3))),
 ]
 DEPTHWISE_CASES = [
     ("85 = 64 + 16 + 5 channels, stride 1",
