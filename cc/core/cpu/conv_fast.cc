@@ -163,8 +163,10 @@ class Workspace {
 // count a CPU pool is likely to have. Fixed, so that the split, and with it every sum, does
 // not depend on the number of threads.
 constexpr int64_t kMinUnits = 16;
-// Floats of packed filter one reduction chunk may span, to stay in the L2 cache.
-constexpr int64_t kPanelFloats = 48 * 1024;
+// Floats of packed filter one reduction chunk may span (768 KiB: within the L2 cache of
+// server cores). Shorter chunks re-walk every tile's source pixels once per chunk: on 5x5
+// layers of 256 channels, 192 KiB chunks ran 15% slower.
+constexpr int64_t kPanelFloats = 192 * 1024;
 // Output pixels per work unit of the grouped-GEMM indirect pass.
 constexpr int64_t kGemmPixelsPerBlock = 96;
 // Bytes of source (through every filter row) that one group of depthwise tiles reads.
@@ -951,37 +953,48 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   Workspace panel_space(G * blocks * taps * rows * row_floats * sizeof(float));
   float* const panel = panel_space.data<float>();
   uint16_t* const halves = reinterpret_cast<uint16_t*>(panel);
-  for (int64_t grp = 0; grp < G; ++grp) {
-    for (int64_t cb = 0; cb < blocks; ++cb) {
-      for (int64_t t = 0; t < taps; ++t) {
-        const int64_t tw = t % g.filter_cols;
-        const int64_t slot = reversed ? t - tw + g.filter_cols - 1 - tw : t;
-        const int64_t base = ((grp * blocks + cb) * taps + slot) * rows * row_floats;
-        const auto store = [&](int64_t r, int64_t j) {
-          const int64_t d = cb * nb + j;
-          // w[t][ci][k]: forward (ci, k) = (r, grp*Kg + d); backprop input (d, grp*Kg + r).
-          const int64_t ci = forward ? r : d, k = grp * Kg + (forward ? d : r);
-          const T v = r < src_group && d < dst_group ? w[(t * FI + ci) * K + k] : T(0.0f);
-          if (pairs) {
-            uint16_t bits;
-            std::memcpy(&bits, &v, 2);
-            halves[2 * (base + r / 2 * nb + j) + r % 2] = bits;
-          } else {
-            panel[base + r * nb + j] = static_cast<float>(v);
-          }
-        };
-        if (forward) {
-          for (int64_t r = 0; r < rows; ++r) {
-            for (int64_t j = 0; j < nb; ++j) store(r, j);
-          }
+  // Packed in parallel, a unit per (group, column block, tap): a large filter takes as long
+  // to pack as a small batch takes to convolve.
+  parallel_for(G * blocks * taps, 2 * rows * nb, [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t grp = unit / (blocks * taps), cb = unit / taps % blocks, t = unit % taps;
+      const int64_t tw = t % g.filter_cols;
+      const int64_t slot = reversed ? t - tw + g.filter_cols - 1 - tw : t;
+      const int64_t base = ((grp * blocks + cb) * taps + slot) * rows * row_floats;
+      const auto store = [&](int64_t r, int64_t j) {
+        const int64_t d = cb * nb + j;
+        // w[t][ci][k]: forward (ci, k) = (r, grp*Kg + d); backprop input (d, grp*Kg + r).
+        const int64_t ci = forward ? r : d, k = grp * Kg + (forward ? d : r);
+        const T v = r < src_group && d < dst_group ? w[(t * FI + ci) * K + k] : T(0.0f);
+        if (pairs) {
+          uint16_t bits;
+          std::memcpy(&bits, &v, 2);
+          halves[2 * (base + r / 2 * nb + j) + r % 2] = bits;
         } else {
-          for (int64_t j = 0; j < nb; ++j) {
-            for (int64_t r = 0; r < rows; ++r) store(r, j);
-          }
+          panel[base + r * nb + j] = static_cast<float>(v);
+        }
+      };
+      if (forward && !pairs) {
+        // Rows of w, contiguous: the filter's input channels in order, zeros past them.
+        const int64_t width = std::min<int64_t>(nb, dst_group - cb * nb);
+        for (int64_t r = 0; r < rows; ++r) {
+          float* out = panel + base + r * nb;
+          const int64_t valid = r < src_group ? width : 0;
+          const T* in = w + (t * FI + r) * K + grp * Kg + cb * nb;
+          for (int64_t j = 0; j < valid; ++j) out[j] = static_cast<float>(in[j]);
+          std::fill(out + valid, out + nb, 0.0f);
+        }
+      } else if (forward) {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < nb; ++j) store(r, j);
+        }
+      } else {
+        for (int64_t j = 0; j < nb; ++j) {
+          for (int64_t r = 0; r < rows; ++r) store(r, j);
         }
       }
     }
-  }
+  });
   int64_t chunk = std::max<int64_t>(
       16, std::min<int64_t>(src_group, kPanelFloats / std::max<int64_t>(1, taps * row_floats)));
   if (pairs) chunk += chunk % 2;  // chunks start at even rows of a pair panel
