@@ -1,6 +1,7 @@
 #include "cc/core/cpu/conv_fast.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -1070,7 +1071,13 @@ struct FilterPlan {
   int64_t units = 0;
 };
 
-FilterPlan PlanFilter(const ConvGeometry& g, int mr, int nb) {
+// A filter-gradient slice's rows of x and dy should fit in this much L2 cache: every unit of
+// the slice reads all of them (each for its own tap, group and channel chunk).
+constexpr double kFilterSliceBytes = 1 << 20;
+// The slices' float accumulators together stay under this (or one slice's).
+constexpr int64_t kFilterAccBytes = int64_t{8} << 20;
+
+FilterPlan PlanFilter(const ConvGeometry& g, int mr, int nb, int64_t element_size) {
   FilterPlan p;
   const int64_t FI = g.filter_in_depth, columns = g.out_depth_per_group();
   if (g.groups == 1 && g.dilation_cols == 1 && FI < 2 * mr) p.merged_cols = g.filter_cols;
@@ -1087,9 +1094,16 @@ FilterPlan PlanFilter(const ConvGeometry& g, int mr, int nb) {
   p.k_chunks = CeilDiv(columns, p.k_chunk);
   // Parallelism beyond that comes from slices of the rows, never from narrower channel
   // chunks: a slice reads only its rows, while every channel chunk would read all of them.
+  // Slices also keep the rows their units share in the cache: with one slice, each unit
+  // would stream all of x and dy from memory.
   const int64_t base = g.filter_rows * (g.filter_cols / p.merged_cols) * g.groups *
                        p.ci_chunks * p.k_chunks;
-  p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows, CeilDiv(kMinUnits, base)));
+  const double bytes = static_cast<double>(element_size) *
+                       (g.input_elements() + static_cast<double>(g.output_elements()));
+  const int64_t cached = std::min(static_cast<int64_t>(std::ceil(bytes / kFilterSliceBytes)),
+                                  std::max<int64_t>(1, kFilterAccBytes / (4 * g.filter_elements())));
+  p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows,
+                                           std::max(cached, CeilDiv(kMinUnits, base))));
   p.units = p.slices * base;
   return p;
 }
@@ -1403,7 +1417,7 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     const int64_t size = g.filter_elements();
     const bool depthwise = IsDepthwiseOne(g);
     const GemmKernel& gk = PickGemm(g.out_depth_per_group());
-    const FilterPlan plan = depthwise ? PlanDepthwiseFilter(gc) : PlanFilter(gc, gk.mr, gk.nb);
+    const FilterPlan plan = depthwise ? PlanDepthwiseFilter(gc) : PlanFilter(gc, gk.mr, gk.nb, sizeof(T));
     std::vector<float> acc(plan.slices * size, 0.0f);
     const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp) {
       if (depthwise) {
