@@ -953,45 +953,49 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   // backward).
   Workspace panel_space(G * blocks * taps * rows * row_floats * sizeof(float));
   float* const panel = panel_space.data<float>();
-  uint16_t* const halves = reinterpret_cast<uint16_t*>(panel);
-  // Packed in parallel, a unit per (group, column block, tap): a large filter takes as long
-  // to pack as a small batch takes to convolve.
+  // Packed in parallel, a unit per (group, tap, column block): a large filter takes as long
+  // to pack as a small batch takes to convolve. Loops run along w's contiguous axis (k:
+  // columns forward, rows backward), and a thread's consecutive units along its rows.
   parallel_for(G * blocks * taps, 2 * rows * nb, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t grp = unit / (blocks * taps), cb = unit / taps % blocks, t = unit % taps;
+      const int64_t grp = unit / (blocks * taps), t = unit / blocks % taps, cb = unit % blocks;
       const int64_t tw = t % g.filter_cols;
       const int64_t slot = reversed ? t - tw + g.filter_cols - 1 - tw : t;
-      const int64_t base = ((grp * blocks + cb) * taps + slot) * rows * row_floats;
-      const auto store = [&](int64_t r, int64_t j) {
-        const int64_t d = cb * nb + j;
-        // w[t][ci][k]: forward (ci, k) = (r, grp*Kg + d); backprop input (d, grp*Kg + r).
-        const int64_t ci = forward ? r : d, k = grp * Kg + (forward ? d : r);
-        const T v = r < src_group && d < dst_group ? w[(t * FI + ci) * K + k] : T(0.0f);
-        if (pairs) {
-          uint16_t bits;
-          std::memcpy(&bits, &v, 2);
-          halves[2 * (base + r / 2 * nb + j) + r % 2] = bits;
-        } else {
-          panel[base + r * nb + j] = static_cast<float>(v);
-        }
+      float* const out = panel + ((grp * blocks + cb) * taps + slot) * rows * row_floats;
+      const int64_t width = std::min<int64_t>(nb, dst_group - cb * nb);  // valid columns
+      // Panel row r, column j is w[t][ci][k] with, forward, (ci, k) = (r, grp*Kg + cb*nb + j)
+      // and, backprop input, (cb*nb + j, grp*Kg + r); zero past the group's rows and columns.
+      // Floats: row r at out + r * nb. Pairs: the 32-bit slot (p, j) holds rows 2p (low
+      // half) and 2p + 1.
+      std::fill(out, out + rows * row_floats, 0.0f);
+      uint32_t* const out32 = reinterpret_cast<uint32_t*>(out);
+      const auto bits = [](const T& v) {
+        uint16_t h;
+        std::memcpy(&h, &v, 2);
+        return uint32_t{h};
       };
-      if (forward && !pairs) {
-        // Rows of w, contiguous: the filter's input channels in order, zeros past them.
-        const int64_t width = std::min<int64_t>(nb, dst_group - cb * nb);
-        for (int64_t r = 0; r < rows; ++r) {
-          float* out = panel + base + r * nb;
-          const int64_t valid = r < src_group ? width : 0;
-          const T* in = w + (t * FI + r) * K + grp * Kg + cb * nb;
-          for (int64_t j = 0; j < valid; ++j) out[j] = static_cast<float>(in[j]);
-          std::fill(out + valid, out + nb, 0.0f);
-        }
-      } else if (forward) {
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t j = 0; j < nb; ++j) store(r, j);
+      if (forward) {
+        const T* const in = w + t * FI * K + grp * Kg + cb * nb;  // row r at in + r * K
+        for (int64_t r = 0; r < src_group; ++r) {
+          const T* row = in + r * K;
+          if (pairs) {
+            uint32_t* o = out32 + r / 2 * nb;
+            const int shift = r % 2 * 16;
+            for (int64_t j = 0; j < width; ++j) o[j] |= bits(row[j]) << shift;
+          } else {
+            for (int64_t j = 0; j < width; ++j) out[r * nb + j] = static_cast<float>(row[j]);
+          }
         }
       } else {
-        for (int64_t j = 0; j < nb; ++j) {
-          for (int64_t r = 0; r < rows; ++r) store(r, j);
+        for (int64_t j = 0; j < width; ++j) {
+          const T* const in = w + (t * FI + cb * nb + j) * K + grp * Kg;  // row r at in[r]
+          for (int64_t r = 0; r < src_group; ++r) {
+            if (pairs) {
+              out32[r / 2 * nb + j] |= bits(in[r]) << (r % 2 * 16);
+            } else {
+              out[r * nb + j] = static_cast<float>(in[r]);
+            }
+          }
         }
       }
     }
