@@ -55,6 +55,8 @@ CASES = [
     ("column stride 2 over a 1-column input: a single pixel class that no tap reaches",
      common.make_config("NCHW", 2, 8, 1, 2, [1, 1, 2, 3], (1, 2), (3, 1), "EXPLICIT",
                         (0, 0, 1, 0))),
+    ("1x1, stride 1, no padding: one affine run over every pixel of the batch, 70 columns",
+     common.make_config("NHWC", 3, 5, 7, 40, [1, 1, 40, 70], (1, 1), (1, 1), "VALID")),
     ("stride 1, explicit pads (2, 0, 1, 3), 2x3 filter, 3 groups, NCHW",
      common.make_config("NCHW", 2, 9, 14, 6, [2, 3, 2, 9], (1, 1), (1, 1), "EXPLICIT",
                         (2, 0, 1, 3))),

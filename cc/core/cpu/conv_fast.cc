@@ -84,7 +84,8 @@ void WriteOut(const float* c, int64_t n, T* out) {
     std::copy(c, c + n, out);
   } else {
     if constexpr (KindOf<T>() >= 0) {
-      const NarrowFn narrow = Kernels().narrow[KindOf<T>()];
+      // Looked up once: this runs once per pixel and column block.
+      static const NarrowFn narrow = Kernels().narrow[KindOf<T>()];
       if (narrow != nullptr) return narrow(c, n, out);
     }
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(c[i]);
@@ -943,7 +944,13 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   // input's column taps read leftwards), and with few enough channels for a single reduction
   // chunk, one group and no column dilation, the taps of a filter row merged. Longer tiles
   // stay indirect, which writes float results in place.
-  const bool banded = g.stride_rows == 1 && g.stride_cols == 1 && src_group * nb <= kBandedTile;
+  // A 1x1 filter at stride 1 without padding reads each computed pixel's own source pixel:
+  // the pass is a plain GEMM over all batch * rows * cols pixels, one affine run.
+  const bool pointwise = g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 &&
+                         g.stride_cols == 1 && g.pad_top == 0 && g.pad_bottom == 0 &&
+                         g.pad_left == 0 && g.pad_right == 0;
+  const bool banded = !pointwise && g.stride_rows == 1 && g.stride_cols == 1 &&
+                      src_group * nb <= kBandedTile;
   const bool reversed = banded && !forward;
   const bool merge = banded && G == 1 && g.dilation_cols == 1 && rows == src_group &&
                      taps * rows * row_floats <= kPanelFloats;
@@ -1027,6 +1034,12 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
     return RunBanded(g.batch, dh, dw, g.filter_cols, reversed, merge, gk.mr, nb, src,
                      src_channels, dst, dst_channels, G * blocks, src_group,
                      std::min(chunk, src_group), column, affine, parallel_for);
+  }
+  if (pointwise) {
+    const int64_t pixels = g.batch * g.in_rows * g.in_cols;
+    return RunIndirect(1, ForwardDim(1, 1, 1, 0, 1, 1), ForwardDim(pixels, pixels, 1, 0, 1, 1),
+                       1, gk.mr, nb, src, src_channels, dst, dst_channels, G * blocks, src_group,
+                       std::min(chunk, src_group), column, kernel, parallel_for);
   }
   RunIndirect(g.batch, dh, dw, g.filter_cols, gk.mr, nb, src, src_channels, dst, dst_channels,
               G * blocks, src_group, std::min(chunk, src_group), column, kernel, parallel_for);
