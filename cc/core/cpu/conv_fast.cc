@@ -1149,6 +1149,7 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
   const KernelTable& table = Kernels();
   const bool pairs = std::is_same_v<T, Eigen::bfloat16> && table.gemm_bf16_pairs != nullptr;
   const GemmStridedFn strided = pairs ? table.gemm_bf16_pairs[&gk - table.gemm].strided : gk.strided;
+  const PackHalvesFn pack_halves = table.pack_halves;
   const int64_t col_blocks = g.filter_cols / plan.merged_cols;
   const int64_t Q = plan.merged_cols * FI;  // GEMM rows of a unit: (column in block, channel)
   std::vector<int64_t> lo(g.filter_cols), hi(g.filter_cols);
@@ -1160,9 +1161,6 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
     float* const local = Scratch<float, 15>(plan.ci_chunk * plan.k_chunk);
     float* const a_pack = Scratch<float, 16>(kFilterBlockPixels * plan.ci_chunk);
     float* const b_pack = Scratch<float, 17>(kFilterBlockPixels * plan.k_chunk);
-    // bfloat16 pairs: the bits of the last even and odd packed pixel, before interleaving.
-    uint16_t* const pending_a = Scratch<uint16_t, 20>(pairs ? 2 * plan.ci_chunk : 0);
-    uint16_t* const pending_b = Scratch<uint16_t, 21>(pairs ? 2 * plan.k_chunk : 0);
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t slice = unit / per_slice;
       int64_t u = unit % per_slice;
@@ -1201,27 +1199,21 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
                             in_hi - in_lo >= kFilterInPlaceRun;
       if (!in_place) in_lo = in_hi = ow_hi;
       int64_t count = 0;  // pixels packed
-      // Pair slot r of a pair operand holds packed pixels 2r (low half) and 2r + 1.
-      const auto interleave = [&](int64_t r) {
-        uint32_t* const a32 = reinterpret_cast<uint32_t*>(a_pack) + r * plan.ci_chunk;
-        uint32_t* const b32 = reinterpret_cast<uint32_t*>(b_pack) + r * plan.k_chunk;
-        const uint16_t* const even_a = pending_a;
-        const uint16_t* const odd_a = pending_a + plan.ci_chunk;
-        for (int64_t i = 0; i < q1 - q0; ++i) a32[i] = even_a[i] | uint32_t{odd_a[i]} << 16;
-        const uint16_t* const even_b = pending_b;
-        const uint16_t* const odd_b = pending_b + plan.k_chunk;
-        for (int64_t i = 0; i < plan.k_chunk; ++i) b32[i] = even_b[i] | uint32_t{odd_b[i]} << 16;
+      // Pair slot r of a pair operand holds packed pixels 2r (low half) and 2r + 1 (high
+      // half): an even pixel's bits are stored with zero high halves, an odd pixel's are
+      // or-ed in above them. `n` values from `in`, or zeros where `in` is null.
+      const auto put_pair = [&](uint32_t* out, const T* in, int64_t n) {
+        const bool even = count % 2 == 0;
+        if (in == nullptr) {
+          if (even) std::fill(out, out + n, uint32_t{0});
+          return;
+        }
+        // The bits of a bfloat16 are its first (and only) member, a uint16_t.
+        pack_halves(reinterpret_cast<const uint16_t*>(in), n, out, !even);
       };
       const auto flush = [&] {
-        int64_t len = count;
-        if (pairs) {
-          if (count % 2) {  // the last pixel's partner is zero
-            std::fill(pending_a + plan.ci_chunk, pending_a + 2 * plan.ci_chunk, uint16_t{0});
-            std::fill(pending_b + plan.k_chunk, pending_b + 2 * plan.k_chunk, uint16_t{0});
-            interleave(count / 2);
-          }
-          len = CeilDiv(count, 2);
-        }
+        // An odd count's last slot already has its zero partner.
+        const int64_t len = pairs ? CeilDiv(count, 2) : count;
         for (int64_t q = q0; q < q1; q += mr) {
           for (int64_t k = k0; k < k1; k += nb) {
             strided(len, a_pack + (q - q0), plan.ci_chunk, std::min<int64_t>(mr, q1 - q),
@@ -1257,23 +1249,17 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
           if (ow >= ow_hi) break;
           const T* d = dy_row + ow * K;
           if (pairs) {
-            // This pixel's bits, gathered into a row; an odd pixel is then interleaved with
-            // the even one before it into the 32-bit pair slots.
-            uint16_t* const cur_a = pending_a + ((count % 2) ? plan.ci_chunk : 0);
-            uint16_t* const cur_b = pending_b + ((count % 2) ? plan.k_chunk : 0);
-            std::memcpy(cur_b, d + k0, (k1 - k0) * 2);
-            std::fill(cur_b + (k1 - k0), cur_b + plan.k_chunk, uint16_t{0});
+            uint32_t* const a32 = reinterpret_cast<uint32_t*>(a_pack) + count / 2 * plan.ci_chunk;
+            uint32_t* const b32 = reinterpret_cast<uint32_t*>(b_pack) + count / 2 * plan.k_chunk;
+            put_pair(b32, d + k0, k1 - k0);
+            put_pair(b32 + (k1 - k0), nullptr, plan.k_chunk - (k1 - k0));
             for (int64_t q = q0; q < q1;) {
               const int64_t kw = kw0 + q / FI, q_end = std::min(q1, q - q % FI + FI);
               const int64_t iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
-              if (iw >= 0 && iw < g.in_cols) {
-                std::memcpy(cur_a + (q - q0), x_row + iw * C + q % FI, (q_end - q) * 2);
-              } else {
-                std::fill(cur_a + (q - q0), cur_a + (q_end - q0), uint16_t{0});
-              }
+              const bool inside = iw >= 0 && iw < g.in_cols;
+              put_pair(a32 + (q - q0), inside ? x_row + iw * C + q % FI : nullptr, q_end - q);
               q = q_end;
             }
-            if (count % 2) interleave(count / 2);
             if (++count == kFilterBlockPixels) flush();
             continue;
           }

@@ -83,6 +83,11 @@ using TransposeFn = void (*)(const void* src, int64_t src_stride, void* dst, int
 // conversions round; a NaN stays a quiet NaN of the same sign), for i < n.
 using NarrowFn = void (*)(const float* src, int64_t n, void* dst);
 
+// Stores 16-bit values into the low or high halves of 32-bit slots (the bfloat16 pairs of
+// the filter gradient's packed operands): out[i] = in[i] (high half zero) when !high, else
+// out[i] |= in[i] << 16, for i < n.
+using PackHalvesFn = void (*)(const uint16_t* in, int64_t n, uint32_t* out, bool high);
+
 struct GemmKernel {
   int mr, nb;  // tile: mr rows (pixels or input channels) x nb output columns
   GemmIndirectFn indirect[kElemKinds];
@@ -109,6 +114,7 @@ struct KernelTable {
   // By element kind: narrow[kElemF16] and narrow[kElemBF16]; null where this instruction
   // set has no vector form (the caller then converts element by element).
   NarrowFn narrow[kElemKinds];
+  PackHalvesFn pack_halves;
   // Where the processor has AVX-512 BF16: bfloat16 gemm kernels on bfloat16-pair filter
   // panels (microkernels_avx512bf16.cc), the same tiles as gemm[], and a strided reduction
   // whose operands both hold bfloat16 pairs along the reduction; else null.
