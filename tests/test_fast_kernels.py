@@ -5,7 +5,8 @@ width (16, 32, 64 columns; 6, 12, 14 rows) with odd remainders, reductions long 
 split into chunks, rows long enough for affine runs, strides above the filter size (residue
 classes with no tap), groups, dilations, NCHW, stride-1 passes with short tiles (banded,
 filter rows merged or not), and depthwise channel counts that mix the wide, 16-wide and
-scalar blocks, with and without the row kernels. Every instruction set's micro-kernels are checked too."""
+scalar blocks, with and without the row kernels. Every instruction set's micro-kernels are
+checked too."""
 import os
 import pathlib
 import subprocess

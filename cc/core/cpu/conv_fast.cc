@@ -467,6 +467,14 @@ constexpr int64_t kBandPixels = 256;
 // run banded.
 constexpr int64_t kBandedTile = 32 * 32;
 
+// Where an indirect pass packs the filter of tap t (row-major over filter_cols columns): at
+// slot t, or, `reversed`, with the columns of each filter row in reverse order (so that
+// slots run along the source columns a backprop-input pass's taps read).
+int64_t FilterSlot(int64_t t, int64_t filter_cols, bool reversed) {
+  const int64_t tw = t % filter_cols;
+  return reversed ? t - tw + filter_cols - 1 - tw : t;
+}
+
 // Runs a pass of stride 1 (forward of a stride-1 convolution, or its backprop input)
 // through zero-padded copies of bands of source rows. In the copy every computed pixel reads
 // each tap at a fixed offset from its own position, so a whole band, row ends included, is
@@ -474,9 +482,9 @@ constexpr int64_t kBandedTile = 32 * 32;
 // longer than the computed rows, and the pixels computed there are dropped. Taps that read
 // padding multiply zeros. A work unit is (image, band of computed rows, column block); its
 // copy (all source channels) lives in per-thread scratch, and is kept for the thread's next
-// unit of the same band. Arguments as RunIndirect's, but the packed filter of filter tap
-// (th, tw) is at slot th * filter_cols + tw, or th * filter_cols + filter_cols - 1 - tw with
-// `reversed_cols`: slots run along the source columns the taps read. With `merge_cols`, the
+// unit of the same band. Arguments as RunIndirect's, but the packed filter of each tap is at
+// FilterSlot(tap, filter_cols, reversed_cols): slots run along the source columns the taps
+// read. With `merge_cols`, the
 // column taps of a filter row read neighbouring pixels of the copy, whose channels (all of
 // the reduction) then run on contiguously into the next pixel's, and the packed filter of
 // neighbouring slots likewise: each filter row is then a single tap of filter_cols * depth.
@@ -507,7 +515,7 @@ void RunBanded(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter
       const int64_t tw = merge_cols ? (reversed_cols ? filter_cols - 1 : 0) : taps_w[b];
       const int64_t column = merge_cols ? low_w : base_w[b];
       tap_offset.push_back(((base_h[a] - low_h) * pitch + column - low_w) * src_channels);
-      tap_slot.push_back(taps_h[a] * filter_cols + (reversed_cols ? filter_cols - 1 - tw : tw));
+      tap_slot.push_back(FilterSlot(taps_h[a] * filter_cols + tw, filter_cols, reversed_cols));
     }
   }
   const int64_t taps = static_cast<int64_t>(tap_offset.size());
@@ -938,26 +946,25 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   const GemmKernel& kernels = pairs ? table.gemm_bf16_pairs[&gk - table.gemm] : gk;
   const int64_t rows = pairs ? CeilDiv(src_group, 2) * 2 : src_group;  // panel rows per tap
   const int64_t row_floats = pairs ? nb / 2 : nb;
+  // A 1x1 filter at stride 1 without padding reads each computed pixel's own source pixel:
+  // the pass is a plain GEMM over all batch * rows * cols pixels, one affine run.
+  const bool pointwise = g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 &&
+                         g.stride_cols == 1 && g.pad_top == 0 && g.pad_bottom == 0 &&
+                         g.pad_left == 0 && g.pad_right == 0;
   // Stride 1 with short tiles (few reduction channels times columns), where the indirect
   // pass would spend about as long setting up the pixels that are not affine as computing
   // them: banded (see RunBanded), its filter slots along the source columns (backprop
   // input's column taps read leftwards), and with few enough channels for a single reduction
   // chunk, one group and no column dilation, the taps of a filter row merged. Longer tiles
   // stay indirect, which writes float results in place.
-  // A 1x1 filter at stride 1 without padding reads each computed pixel's own source pixel:
-  // the pass is a plain GEMM over all batch * rows * cols pixels, one affine run.
-  const bool pointwise = g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 &&
-                         g.stride_cols == 1 && g.pad_top == 0 && g.pad_bottom == 0 &&
-                         g.pad_left == 0 && g.pad_right == 0;
   const bool banded = !pointwise && g.stride_rows == 1 && g.stride_cols == 1 &&
                       src_group * nb <= kBandedTile;
   const bool reversed = banded && !forward;
   const bool merge = banded && G == 1 && g.dilation_cols == 1 && rows == src_group &&
                      taps * rows * row_floats <= kPanelFloats;
-  // panel[((grp * blocks + cb) * taps + t) * rows + r][j], as floats or bfloat16 pairs
-  // Every element is written, zeros past the group's rows and columns included, so the
-  // workspace needs no clearing; the loops run along w's contiguous axis (k: j forward, r
-  // backward).
+  // panel[((grp * blocks + cb) * taps + FilterSlot(t)) * rows + r][j], as floats or
+  // bfloat16 pairs; each unit below clears its part first, so the workspace needs no
+  // clearing of its own.
   Workspace panel_space(G * blocks * taps * rows * row_floats * sizeof(float));
   float* const panel = panel_space.data<float>();
   // Packed in parallel, a unit per (group, tap, column block): a large filter takes as long
@@ -966,8 +973,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   parallel_for(G * blocks * taps, 2 * rows * nb, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t grp = unit / (blocks * taps), t = unit / blocks % taps, cb = unit % blocks;
-      const int64_t tw = t % g.filter_cols;
-      const int64_t slot = reversed ? t - tw + g.filter_cols - 1 - tw : t;
+      const int64_t slot = FilterSlot(t, g.filter_cols, reversed);
       float* const out = panel + ((grp * blocks + cb) * taps + slot) * rows * row_floats;
       const int64_t width = std::min<int64_t>(nb, dst_group - cb * nb);  // valid columns
       // Panel row r, column j is w[t][ci][k] with, forward, (ci, k) = (r, grp*Kg + cb*nb + j)
@@ -986,9 +992,9 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
         for (int64_t r = 0; r < src_group; ++r) {
           const T* row = in + r * K;
           if (pairs) {
-            uint32_t* o = out32 + r / 2 * nb;
-            const int shift = r % 2 * 16;
-            for (int64_t j = 0; j < width; ++j) o[j] |= bits(row[j]) << shift;
+            // The bits of a bfloat16 are its first (and only) member, a uint16_t.
+            table.pack_halves(reinterpret_cast<const uint16_t*>(row), width, out32 + r / 2 * nb,
+                              r % 2 == 1);
           } else {
             for (int64_t j = 0; j < width; ++j) out[r * nb + j] = static_cast<float>(row[j]);
           }
