@@ -539,3 +539,74 @@ class UnrepresentableOutputShapeTest(tf.test.TestCase):
         nhwc = dict(attrs, data_format="NHWC", explicit_paddings=[0, 0, 2**62, 0, 0, 0, 0, 0])
         y = _lib.tf_ops_conv2d(tf.zeros([1, 1, 0, 1]), tf.zeros([1, 1, 1, 2]), **nhwc)
         self.assertEqual(y.shape, (1, 2**62 + 1, 0, 2))
+
+
+class MergedColumnsBackpropInputTest(tf.test.TestCase):
+    """Conv2DBackpropInput returned wrong values (errors the size of the values) in float32,
+    float16 and bfloat16 wherever its merged-columns pass (filter in-depth <= 8, one group,
+    filter wider than 1) needed several column blocks for filter width x in-depth columns
+    (33-48 or more than 64 on AVX-512) and out_backprop had 2 or more channels: the filter
+    panel held the rows of all column blocks side by side, while the micro-kernels read each
+    block's rows 16, 32 or 64 floats apart. The shapes below are the ones reported."""
+
+    # (filter width, input channels): the reported shapes, and ones just outside the band.
+    SHAPES = [(5, 8), (6, 6), (6, 7), (6, 8), (7, 5), (7, 6), (8, 5), (8, 6), (9, 4), (9, 5),
+              (9, 8), (4, 8), (3, 8), (9, 7), (9, 3)]
+
+    def test_reported_example(self):
+        r = np.random.default_rng(0)
+        w = tf.constant(r.standard_normal((7, 7, 6, 2)), tf.float32)
+        dy = tf.constant(r.standard_normal((1, 2, 2, 2)), tf.float32)
+        ours = tf_ops.conv2d_backprop_input([1, 8, 8, 6], w, dy, [1, 1, 1, 1], "VALID")
+        builtin = tf.raw_ops.Conv2DBackpropInput(input_sizes=[1, 8, 8, 6], filter=w, out_backprop=dy,
+                                                 strides=[1, 1, 1, 1], padding="VALID")
+        exact = reference.conv2d_backprop_input([1, 8, 8, 6], w.numpy().astype(np.float64),
+                                                dy.numpy().astype(np.float64), [1, 1, 1, 1], "VALID")
+        self.assertAllClose(ours, exact, rtol=0, atol=1e-5)
+        self.assertAllClose(ours, builtin, rtol=0, atol=1e-4)
+
+    def test_reported_shapes(self):
+        rng = np.random.default_rng(21)
+        for kw, c in self.SHAPES:
+            for fmt in ("NHWC", "NCHW"):
+                for strides, padding in (((1, 1), "VALID"), ((2, 2), "SAME"), ((1, 3), "SAME")):
+                    for k in (2, 3, 17):
+                        cfg = common.make_config(fmt, 2, 8, 8 + kw, c, [3, kw, c, k], strides, (1, 1),
+                                                 padding)
+                        for dtype in (tf.float32, tf.float16, tf.bfloat16):
+                            what = common.describe("backprop_input", cfg, dtype)
+                            arrays = common.make_inputs(rng, cfg, dtype)
+                            ours = common.run_ours("backprop_input", cfg, arrays, dtype)
+                            exact = common.run_reference("backprop_input", cfg, arrays)
+                            self.assertLessEqual(common.max_error(ours, exact), common.TOLERANCE[dtype], what)
+                            if fmt == "NHWC" and dtype == tf.float32:
+                                builtin = common.run_builtin("backprop_input", cfg, arrays, dtype)
+                                self.assertLessEqual(common.max_error(ours, builtin),
+                                                     common.BUILTIN_TOLERANCE[dtype], what)
+
+    def test_layer_input_gradient(self):
+        # tf_ops.layers.Conv2D(4, 7) on a 6-channel input: its input gradient is backprop input
+        # with a 7x7x6x4 filter (42 merged columns).
+        import keras
+        x = tf.constant(np.random.default_rng(1).uniform(-1, 1, (2, 12, 12, 6)), tf.float32)
+        ours, theirs = tf_ops.layers.Conv2D(4, 7), keras.layers.Conv2D(4, 7)
+        ours.build(x.shape), theirs.build(x.shape)
+        theirs.set_weights(ours.get_weights())
+        grads = []
+        for layer in (ours, theirs):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                loss = tf.reduce_sum(tf.sin(layer(x)))
+            grads.append(tape.gradient(loss, x))
+        self.assertAllClose(grads[0], grads[1], rtol=1e-5, atol=1e-5)
+
+    def test_conv2d_transpose_to_8_channels_5x5(self):
+        rng = np.random.default_rng(2)
+        dy = rng.uniform(-1, 1, (2, 6, 6, 3)).astype(np.float32)
+        w = rng.uniform(-1, 1, (5, 5, 8, 3)).astype(np.float32)
+        ours = tf_ops.conv2d_transpose(dy, w, [2, 12, 12, 8], strides=2, padding="SAME")
+        builtin = tf.nn.conv2d_transpose(dy, w, [2, 12, 12, 8], strides=2, padding="SAME")
+        exact = reference.conv2d_backprop_input([2, 12, 12, 8], w.astype(np.float64),
+                                                dy.astype(np.float64), [1, 2, 2, 1], "SAME")
+        self.assertAllClose(ours, exact, rtol=0, atol=1e-5)
+        self.assertAllClose(ours, builtin, rtol=0, atol=1e-4)

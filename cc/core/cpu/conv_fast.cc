@@ -658,12 +658,15 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
   const int64_t columns = KW * FI;
   const GemmKernel& gk = PickGemm(columns);
   const int64_t nb = gk.nb, mr = gk.mr, blocks = CeilDiv(columns, nb), width = blocks * nb;
-  // panel[kh][k][kw * FI + ci] = w[kh][kw][ci][k], zero-padded to `width` columns.
-  std::vector<float> panel(g.filter_rows * K * width, 0.0f);
+  // A panel per (filter row, column block), its K rows nb floats apart as the micro-kernels
+  // read them: panel[((kh * blocks + cb) * K + k) * nb + j] = w[kh][kw][ci][k] for the column
+  // cb * nb + j = kw * FI + ci, zero past `columns`.
+  std::vector<float> panel(g.filter_rows * blocks * K * nb, 0.0f);
   for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
     for (int64_t k = 0; k < K; ++k) {
       for (int64_t j = 0; j < columns; ++j) {
-        panel[(kh * K + k) * width + j] = static_cast<float>(w[((kh * KW) + j / FI) * FI * K + j % FI * K + k]);
+        panel[((kh * blocks + j / nb) * K + k) * nb + j % nb] =
+            static_cast<float>(w[((kh * KW) + j / FI) * FI * K + j % FI * K + k]);
       }
     }
   }
@@ -683,7 +686,7 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
         if (num < 0 || num % g.stride_rows != 0 || num / g.stride_rows >= g.out_rows) continue;
         const T* dy_row = dy + (n * g.out_rows + num / g.stride_rows) * g.out_cols * K;
         for (int64_t cb = 0; cb < blocks; ++cb) {
-          const float* b = panel.data() + kh * K * width + cb * nb;
+          const float* b = panel.data() + (kh * blocks + cb) * K * nb;
           if (full_tiles > 0) {
             const void* row_start = dy_row;
             gk.affine[kind](full_tiles, 1, &row_start, K, &b, K, contrib + cb * nb, width,
