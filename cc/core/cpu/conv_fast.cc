@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
+#include "cc/core/cpu/coverage.h"
 #include "cc/core/cpu/microkernels.h"
 
 namespace tf_ops {
@@ -86,6 +87,7 @@ void WriteOut(const float* c, int64_t n, T* out) {
     if constexpr (KindOf<T>() >= 0) {
       // Looked up once: this runs once per pixel and column block.
       static const NarrowFn narrow = Kernels().narrow[KindOf<T>()];
+      NoteKernel(narrow);
       if (narrow != nullptr) return narrow(c, n, out);
     }
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(c[i]);
@@ -182,6 +184,7 @@ void Transpose(const T* src, int64_t images, int64_t rows, int64_t cols, T* dst,
                const ParallelFor& parallel_for) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 2, "4- or 2-byte elements");
   const TransposeFn block = sizeof(T) == 4 ? Kernels().transpose32 : Kernels().transpose16;
+  if (rows >= 16 && cols >= 16) NoteKernel(block);
   constexpr int64_t kBlock = 64;  // a work unit: up to 64 x 64 elements
   const int64_t row_blocks = CeilDiv(rows, kBlock), col_blocks = CeilDiv(cols, kBlock);
   const int64_t per_image = row_blocks * col_blocks;
@@ -410,6 +413,7 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
       }
       // Reduction chunks outermost, so that one chunk of the packed filter serves every tile.
       const int64_t chunks = CeilDiv(depth, chunk);
+      if (chunks > 1) Note(Path::kIndirectChunks);
       std::fill(stored, stored + tiles_per_block, 0);
       for (int64_t k = 0; k < chunks; ++k) {
         const int64_t k0 = k * chunk, len = std::min(chunk, depth - k0);
@@ -419,6 +423,7 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
           if (!affine && tap_count[tile] < 0) continue;  // inside an affine run
           const int64_t count = tap_count[tile];
           if (count == 0) {
+            Note(Path::kIndirectNoTap);
             if (k == 0) std::fill(c, c + mr * nb, 0.0f);
             continue;
           }
@@ -433,11 +438,13 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
             if constexpr (std::is_same_v<T, float>) {
               // Float results of whole column blocks go straight to their place in dst.
               if (col.width == nb) {
+                Note(Path::kIndirectInPlace);
                 c = dst + dst_pixel[tile * mr] * dst_channels + col.dst_offset;
                 ldc = dw.step() * dst_channels;
                 std::fill(stored + tile, stored + tile + run[tile], 1);
               }
             }
+            Note(Path::kIndirectAffineRun);
             kernel(run[tile], count, a, dw.mult() * src_channels, b, len, col.width,
                    c, ldc, k > 0);
             continue;
@@ -449,6 +456,7 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
                                     : static_cast<const void*>(src + s * src_channels + offset);
             }
           }
+          Note(Path::kIndirectTile);
           kernel(1, count, a, 0, b, len, col.width, c, nb, k > 0);
         }
       }
@@ -505,7 +513,10 @@ void RunBanded(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter
   // Band height: about kBandPixels computed pixels, fewer rows while that leaves fewer than
   // kMinUnits units. Fixed by the shape, so the split does not depend on the thread count.
   int64_t band = std::min(dh.size, CeilDiv(kBandPixels, pitch));
-  while (band > 1 && batch * CeilDiv(dh.size, band) * column_blocks < kMinUnits) band = CeilDiv(band, 2);
+  while (band > 1 && batch * CeilDiv(dh.size, band) * column_blocks < kMinUnits) {
+    Note(Path::kBandedSplit);
+    band = CeilDiv(band, 2);
+  }
   const int64_t bands = CeilDiv(dh.size, band);
   // Tap t = (a, b): offset from the computed pixel's position in the copy, and filter slot;
   // merged, one tap per filter row, at its leftmost column.
@@ -524,6 +535,8 @@ void RunBanded(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter
   // The last tile reads up to this many pixels of the copy.
   const int64_t copy_pixels = max_tiles * mr + (span_h - 1) * pitch + span_w - 1;
   const int64_t chunks = CeilDiv(depth, chunk);
+  if (chunks > 1) Note(Path::kBandedChunks);
+  NoteKernel(affine);
 
   parallel_for(batch * bands * column_blocks,
                Cost(2.0 * band * pitch * nb * depth * taps), [&](int64_t begin, int64_t end) {
@@ -670,6 +683,7 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
       }
     }
   }
+  if (blocks > 1) Note(Path::kColumnsMergedBlocks);
   std::vector<T> zeros(K, T(0.0f));
   const int64_t full_tiles = g.out_cols / mr;
   parallel_for(g.batch * g.in_rows, Cost(2.0 * g.out_cols * K * width * g.filter_rows / g.stride_rows),
@@ -688,12 +702,16 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
         for (int64_t cb = 0; cb < blocks; ++cb) {
           const float* b = panel.data() + (kh * blocks + cb) * K * nb;
           if (full_tiles > 0) {
+            Note(Path::kColumnsMergedFullTiles);
+            NoteKernel(gk.affine[kind]);
             const void* row_start = dy_row;
             gk.affine[kind](full_tiles, 1, &row_start, K, &b, K, contrib + cb * nb, width,
                             false);
           }
           const int64_t rest = g.out_cols - full_tiles * mr;
           if (rest > 0) {
+            Note(Path::kColumnsMergedTail);
+            NoteKernel(gk.indirect[kind]);
             for (int64_t m = 0; m < mr; ++m) {
               a[m] = m < rest ? static_cast<const void*>(dy_row + (full_tiles * mr + m) * K)
                               : static_cast<const void*>(zeros.data());
@@ -821,6 +839,7 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
         const int64_t cols = static_cast<int64_t>(cc.taps.size()), count = rows * cols;
         const auto out_pixel = [&](int64_t j) { return out_row + (cw + j * dw.step()) * C; };
         if (count == 0) {
+          Note(Path::kDepthwiseNoTap);
           for (int64_t j = 0; j < cc.count; ++j) std::fill(out_pixel(j), out_pixel(j) + C, T(0.0f));
           continue;
         }
@@ -846,6 +865,7 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
         const int64_t inside_end = cc.lo + (cc.hi - cc.lo) / unit_mr * unit_mr;
         for (int64_t p0 = cc.lo; p0 < inside_end; p0 += group) {
           const int64_t pixels = std::min(group, inside_end - p0);
+          if (p0 > cc.lo) Note(Path::kDepthwiseGroups);
           for (int64_t k = 0; k < nblocks && is_vector(blocks[k]); ++k) {
             const DepthwiseBlock& blk = blocks[k];
             const DepthwiseKernel& dk = *blk.kernel;
@@ -858,9 +878,13 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
             int64_t ldc = dk.nb;
             if constexpr (std::is_same_v<T, float>) c = out_pixel(p0) + blk.begin, ldc = dw.step() * C;
             if (by_rows) {
+              Note(Path::kDepthwiseRowKernel);
+              NoteKernel(dk.row[dw.mult() - 1][cols - 1][kind]);
               dk.row[dw.mult() - 1][cols - 1][kind](pixels / dk.mr, rows, a, C, b_rows + k * count,
                                                     c, ldc, false);
             } else {
+              Note(Path::kDepthwiseAffine);
+              NoteKernel(dk.affine[kind]);
               dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count, c, ldc, false);
             }
             if constexpr (!std::is_same_v<T, float>) {
@@ -877,6 +901,7 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
         for (int64_t k = 0; k < nblocks; ++k) {
           const DepthwiseBlock& blk = blocks[k];
           if (!is_vector(blk)) {
+            Note(Path::kDepthwiseScalar);
             for (int64_t j = 0; j < cc.count; ++j) {
               for (int64_t c = 0; c < blk.width; ++c) {
                 float sum = 0.0f;
@@ -900,6 +925,8 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
                                              : static_cast<const void*>(zeros.data());
               }
             }
+            Note(Path::kDepthwiseEdges);
+            NoteKernel(dk.indirect[kind]);
             dk.indirect[kind](count, a, b + k * count, cbuf, false);
             for (int64_t m = 0; m < valid; ++m) {
               WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(member(e0 + m)) + blk.begin);
@@ -921,6 +948,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   const int64_t FI = g.filter_in_depth, K = g.out_depth, G = g.groups;
   const int64_t Kg = g.out_depth_per_group();
   if (!forward && G == 1 && FI <= 8 && g.filter_cols > 1) {
+    Note(Path::kInputColumnsMerged);
     return BackpropInputColumnsMerged(g, w, src, dst, parallel_for);
   }
   DimMap dh, dw;
@@ -933,7 +961,10 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   }
   const int64_t src_channels = forward ? g.in_depth : K, dst_channels = forward ? K : g.in_depth;
 
-  if (IsDepthwiseOne(g)) return DepthwiseRowsNhwc(g, dh, dw, w, src, dst, parallel_for);
+  if (IsDepthwiseOne(g)) {
+    Note(forward ? Path::kForwardDepthwise : Path::kInputDepthwise);
+    return DepthwiseRowsNhwc(g, dh, dw, w, src, dst, parallel_for);
+  }
 
   // Grouped GEMM: per group, columns are the destination channels of the group (forward: Kg
   // output channels; backprop input: FI input channels), the reduction runs over the
@@ -1036,20 +1067,29 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
                                                int64_t pixel_step, const float* const* b,
                                                int64_t len, int64_t, float* c, int64_t ldc,
                                                bool accumulate) {
-    if (pixel_step > 0) return affine(tiles, count, a, pixel_step, b, len, c, ldc, accumulate);
+    if (pixel_step > 0) {
+      NoteKernel(affine);
+      return affine(tiles, count, a, pixel_step, b, len, c, ldc, accumulate);
+    }
+    NoteKernel(indirect);
     indirect(count, a, b, len, c, accumulate);
   };
+  if (pairs) Note(Path::kGemmBf16Pairs);
   if (banded) {
+    Note(forward ? (merge ? Path::kForwardBandedMerged : Path::kForwardBanded)
+                 : (merge ? Path::kInputBandedMerged : Path::kInputBanded));
     return RunBanded(g.batch, dh, dw, g.filter_cols, reversed, merge, gk.mr, nb, src,
                      src_channels, dst, dst_channels, G * blocks, src_group,
                      std::min(chunk, src_group), column, affine, parallel_for);
   }
   if (pointwise) {
+    Note(forward ? Path::kForwardPointwise : Path::kInputPointwise);
     const int64_t pixels = g.batch * g.in_rows * g.in_cols;
     return RunIndirect(1, ForwardDim(1, 1, 1, 0, 1, 1), ForwardDim(pixels, pixels, 1, 0, 1, 1),
                        1, gk.mr, nb, src, src_channels, dst, dst_channels, G * blocks, src_group,
                        std::min(chunk, src_group), column, kernel, parallel_for);
   }
+  Note(forward ? Path::kForwardIndirect : Path::kInputIndirect);
   RunIndirect(g.batch, dh, dw, g.filter_cols, gk.mr, nb, src, src_channels, dst, dst_channels,
               G * blocks, src_group, std::min(chunk, src_group), column, kernel, parallel_for);
 }
@@ -1060,6 +1100,8 @@ template <typename T, typename Fn>
 void InNhwcChunks(const ConvGeometry& g, const T* src, int64_t src_c, int64_t src_hw, T* dst,
                   int64_t dst_c, int64_t dst_hw, const ParallelFor& parallel_for, const Fn& nhwc) {
   const int64_t chunk = NchwChunk(g.batch, std::max(src_c * src_hw, dst_c * dst_hw));
+  Note(Path::kNchwCopies);
+  if (chunk < g.batch) Note(Path::kNchwChunks);
   Workspace src_space(chunk * src_c * src_hw * sizeof(T)), dst_space(chunk * dst_c * dst_hw * sizeof(T));
   T* const src_nhwc = src_space.data<T>();
   T* const dst_nhwc = dst_space.data<T>();
@@ -1161,6 +1203,12 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
   const PackHalvesFn pack_halves = table.pack_halves;
   const int64_t col_blocks = g.filter_cols / plan.merged_cols;
   const int64_t Q = plan.merged_cols * FI;  // GEMM rows of a unit: (column in block, channel)
+  Note(Path::kFilterGemm);
+  if (plan.merged_cols > 1) Note(Path::kFilterMergedCols);
+  if (plan.ci_chunks > 1 || plan.k_chunks > 1) Note(Path::kFilterSplitAccumulators);
+  if (plan.slices > 1) Note(Path::kFilterSlices);
+  if (pairs) Note(Path::kFilterPairs);
+  NoteKernel(strided);
   std::vector<int64_t> lo(g.filter_cols), hi(g.filter_cols);
   for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
     ReadRange(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, kw, &lo[kw], &hi[kw]);
@@ -1218,11 +1266,14 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
           return;
         }
         // The bits of a bfloat16 are its first (and only) member, a uint16_t.
+        NoteKernel(pack_halves);
         pack_halves(reinterpret_cast<const uint16_t*>(in), n, out, !even);
       };
       const auto flush = [&] {
         // An odd count's last slot already has its zero partner.
         const int64_t len = pairs ? CeilDiv(count, 2) : count;
+        Note(Path::kFilterPacked);
+        if (count == kFilterBlockPixels) Note(Path::kFilterFullBlock);
         for (int64_t q = q0; q < q1; q += mr) {
           for (int64_t k = k0; k < k1; k += nb) {
             strided(len, a_pack + (q - q0), plan.ci_chunk, std::min<int64_t>(mr, q1 - q),
@@ -1241,6 +1292,7 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
         const T* dy_row = dy + (n * g.out_rows + oh) * g.out_cols * K + grp * Kg;
         if constexpr (std::is_same_v<T, float>) {
           if (in_place) {
+            Note(Path::kFilterInPlace);
             // Row q's input at column ow is x_row[(ow * sw - pl + kw0 * dw) * C + q]: the
             // rows of merged columns are adjacent.
             const float* a = x_row + ((in_lo * g.stride_cols - g.pad_left + kw0 * g.dilation_cols) * C + q0);
@@ -1320,6 +1372,7 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const FilterPlan& plan, const T*
   const std::vector<DepthwiseBlock> blocks = DepthwiseBlocks(C);
   const int64_t rows = g.batch * g.out_rows, count = static_cast<int64_t>(blocks.size());
   const int64_t max_nb = Kernels().dw[2].nb;
+  Note(Path::kFilterDepthwise);
   std::vector<int64_t> lo(g.filter_cols), hi(g.filter_cols);
   for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
     ReadRange(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, kw, &lo[kw], &hi[kw]);
@@ -1352,8 +1405,10 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const FilterPlan& plan, const T*
             const T* b = dy_row + lo[kw] * C;
             float* l = local + (kh * g.filter_cols + kw) * nb;
             if (width == nb) {
+              NoteKernel(vector_kernel);
               vector_kernel(len, a, g.stride_cols * C, b, C, l);
             } else {
+              Note(Path::kFilterDepthwiseScalar);
               // Fewer than 16 channels left: a whole vector could read past the tensor's end.
               for (int64_t j = 0; j < width; ++j) {
                 float sum = l[j];

@@ -121,6 +121,50 @@ struct KernelTable {
   const GemmKernel* gemm_bf16_pairs;
 };
 
+// Calls fn(name, index, kind, kernel) for every micro-kernel of `t` and of its bfloat16
+// pair table, null entries included: the list the tests check was each reached. `name` is
+// the member ("gemm.affine", "dw.row", ...), `index` the table entry (for "dw.row", entry *
+// 100 + pixel spacing * 10 + column taps), `kind` the element kind or -1. A new member of the
+// tables belongs here too (the size checks below fail until it is).
+template <typename Fn>
+void ForEachKernel(const KernelTable& t, Fn fn) {
+  const auto gemm = [&](const char* indirect, const char* affine, const char* strided, int i,
+                        const GemmKernel& k) {
+    for (int e = 0; e < kElemKinds; ++e) fn(indirect, i, e, k.indirect[e]), fn(affine, i, e, k.affine[e]);
+    fn(strided, i, -1, k.strided);
+  };
+  for (int i = 0; i < 3; ++i) gemm("gemm.indirect", "gemm.affine", "gemm.strided", i, t.gemm[i]);
+  for (int i = 0; t.gemm_bf16_pairs != nullptr && i < 3; ++i) {
+    gemm("pairs.indirect", "pairs.affine", "pairs.strided", i, t.gemm_bf16_pairs[i]);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const DepthwiseKernel& k = t.dw[i];
+    for (int e = 0; e < kElemKinds; ++e) {
+      fn("dw.indirect", i, e, k.indirect[e]), fn("dw.affine", i, e, k.affine[e]);
+      fn("dw.strided", i, e, k.strided[e]);
+    }
+    for (int m = 0; m < kDepthwiseRowMults; ++m) {
+      for (int c = 0; c < kDepthwiseRowCols; ++c) {
+        for (int e = 0; e < kElemKinds; ++e) fn("dw.row", i * 100 + (m + 1) * 10 + c + 1, e, k.row[m][c][e]);
+      }
+    }
+  }
+  fn("transpose32", 0, -1, t.transpose32), fn("transpose16", 0, -1, t.transpose16);
+  fn("pack_halves", 0, -1, t.pack_halves);
+  for (int e = 0; e < kElemKinds; ++e) fn("narrow", 0, e, t.narrow[e]);
+}
+static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (2 * kElemKinds + 1) * sizeof(void*),
+              "a new GemmKernel member: list it in ForEachKernel");
+static_assert(sizeof(DepthwiseKernel) ==
+                  2 * sizeof(int) +
+                      (3 * kElemKinds + kDepthwiseRowMults * kDepthwiseRowCols * kElemKinds) *
+                          sizeof(void*),
+              "a new DepthwiseKernel member: list it in ForEachKernel");
+static_assert(sizeof(KernelTable) == sizeof(const char*) + 3 * sizeof(GemmKernel) +
+                                         3 * sizeof(DepthwiseKernel) +
+                                         (3 + kElemKinds + 1) * sizeof(void*),
+              "a new KernelTable member: list it in ForEachKernel");
+
 // One table per instruction set; each is null when this build lacks it.
 const KernelTable* GenericKernels();
 const KernelTable* Avx2Kernels();

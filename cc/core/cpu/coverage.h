@@ -1,0 +1,136 @@
+// Which fast paths and micro-kernels the CPU kernels take: a record for the tests that prove
+// every one of them against the direct loops (tests/cc/sweep_driver.cc fails when one is
+// never reached). Off unless a test turns it on; while off, a record is one relaxed load and
+// a branch, taken once per pass or per micro-kernel call.
+//
+// TF-free, header-only: the variables are C++17 inline variables, one copy per program.
+#ifndef TF_OPS_CC_CORE_CPU_COVERAGE_H_
+#define TF_OPS_CC_CORE_CPU_COVERAGE_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace tf_ops {
+namespace cpu {
+
+// Every decision of the fast kernels' dispatchers and blockings, by name. A new branch gets
+// a name here and a Note() where it is taken; the sweep then has to reach it.
+#define TF_OPS_CPU_PATHS(X)                                                                   \
+  X(kForwardPointwise, "forward/pointwise: 1x1 stride 1 as one affine run")                  \
+  X(kForwardBanded, "forward/banded")                                                         \
+  X(kForwardBandedMerged, "forward/banded, filter-row taps merged")                           \
+  X(kForwardIndirect, "forward/indirect")                                                     \
+  X(kForwardDepthwise, "forward/depthwise rows")                                              \
+  X(kInputColumnsMerged, "backprop input/filter columns merged into GEMM columns")           \
+  X(kInputPointwise, "backprop input/pointwise")                                              \
+  X(kInputBanded, "backprop input/banded")                                                    \
+  X(kInputBandedMerged, "backprop input/banded, filter-row taps merged")                      \
+  X(kInputIndirect, "backprop input/indirect")                                                \
+  X(kInputDepthwise, "backprop input/depthwise rows")                                         \
+  X(kGemmBf16Pairs, "gemm/bfloat16 pair panels")                                              \
+  X(kColumnsMergedBlocks, "columns merged/several column blocks")                             \
+  X(kColumnsMergedFullTiles, "columns merged/whole tiles of a row")                           \
+  X(kColumnsMergedTail, "columns merged/a row's last partial tile")                           \
+  X(kIndirectAffineRun, "indirect/affine run of tiles")                                       \
+  X(kIndirectTile, "indirect/tile through the indirection table")                             \
+  X(kIndirectNoTap, "indirect/tile that no tap reaches")                                      \
+  X(kIndirectInPlace, "indirect/float results written in place")                              \
+  X(kIndirectChunks, "indirect/several reduction chunks")                                     \
+  X(kBandedChunks, "banded/several reduction chunks")                                         \
+  X(kBandedSplit, "banded/bands narrowed for enough work units")                              \
+  X(kDepthwiseRowKernel, "depthwise/row kernels")                                             \
+  X(kDepthwiseAffine, "depthwise/affine kernels")                                             \
+  X(kDepthwiseGroups, "depthwise/several pixel groups in a row")                              \
+  X(kDepthwiseEdges, "depthwise/edge pixels through the indirect kernel")                     \
+  X(kDepthwiseScalar, "depthwise/channels past the last vector block")                        \
+  X(kDepthwiseNoTap, "depthwise/pixel class that no tap reaches")                             \
+  X(kNchwCopies, "NCHW through NHWC copies")                                                  \
+  X(kNchwChunks, "NCHW in several chunks of images")                                          \
+  X(kFilterGemm, "backprop filter/gemm")                                                      \
+  X(kFilterMergedCols, "backprop filter/filter columns merged into GEMM rows")                \
+  X(kFilterSplitAccumulators, "backprop filter/channel chunks of bounded accumulators")       \
+  X(kFilterSlices, "backprop filter/several row slices")                                      \
+  X(kFilterInPlace, "backprop filter/float runs reduced in place")                            \
+  X(kFilterPacked, "backprop filter/packed pixels")                                           \
+  X(kFilterFullBlock, "backprop filter/a full block of packed pixels")                        \
+  X(kFilterPairs, "backprop filter/bfloat16 pairs")                                           \
+  X(kFilterDepthwise, "backprop filter/depthwise")                                            \
+  X(kFilterDepthwiseScalar, "backprop filter/depthwise channels past the last vector block")
+
+enum class Path : int {
+#define TF_OPS_PATH_ENUM(id, name) id,
+  TF_OPS_CPU_PATHS(TF_OPS_PATH_ENUM)
+#undef TF_OPS_PATH_ENUM
+      kCount
+};
+
+inline const char* PathName(Path p) {
+  static const char* const names[] = {
+#define TF_OPS_PATH_NAME(id, name) name,
+      TF_OPS_CPU_PATHS(TF_OPS_PATH_NAME)
+#undef TF_OPS_PATH_NAME
+  };
+  return names[static_cast<int>(p)];
+}
+
+namespace coverage {
+
+inline std::atomic<bool> recording{false};
+inline std::atomic<uint64_t> path_counts[static_cast<int>(Path::kCount)];
+// The micro-kernels called, by address: an open-addressed set, lock-free (0 = empty slot).
+constexpr int kKernelSlots = 4096;
+inline std::atomic<uintptr_t> kernels[kKernelSlots];
+
+inline int Slot(uintptr_t key) { return static_cast<int>((key >> 4) * 2654435761u % kKernelSlots); }
+
+inline void InsertKernel(uintptr_t key) {
+  for (int i = Slot(key), probes = 0; probes < kKernelSlots; i = (i + 1) % kKernelSlots, ++probes) {
+    uintptr_t seen = kernels[i].load(std::memory_order_relaxed);
+    if (seen == key) return;
+    if (seen == 0 && kernels[i].compare_exchange_strong(seen, key)) return;
+    if (seen == key) return;
+  }
+}
+
+}  // namespace coverage
+
+// Turns recording on or off; Reset forgets what was recorded.
+inline void SetCoverageRecording(bool on) { coverage::recording.store(on); }
+inline void ResetCoverage() {
+  for (auto& c : coverage::path_counts) c.store(0);
+  for (auto& k : coverage::kernels) k.store(0);
+}
+
+// Records that path `p` was taken.
+inline void Note(Path p) {
+  if (coverage::recording.load(std::memory_order_relaxed)) {
+    coverage::path_counts[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// Records that micro-kernel `fn` (a function pointer) was called.
+template <typename Fn>
+inline void NoteKernel(Fn fn) {
+  if (coverage::recording.load(std::memory_order_relaxed) && fn != nullptr) {
+    coverage::InsertKernel(reinterpret_cast<uintptr_t>(fn));
+  }
+}
+
+inline uint64_t PathCount(Path p) { return coverage::path_counts[static_cast<int>(p)].load(); }
+
+template <typename Fn>
+inline bool KernelCalled(Fn fn) {
+  const uintptr_t key = reinterpret_cast<uintptr_t>(fn);
+  for (int i = coverage::Slot(key), probes = 0; probes < coverage::kKernelSlots;
+       i = (i + 1) % coverage::kKernelSlots, ++probes) {
+    const uintptr_t seen = coverage::kernels[i].load();
+    if (seen == key) return true;
+    if (seen == 0) return false;
+  }
+  return false;
+}
+
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_COVERAGE_H_

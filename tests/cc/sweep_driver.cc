@@ -1,0 +1,586 @@
+// Dense differential sweep of the fast CPU kernels (cc/core/cpu/conv_fast.cc) against the
+// direct loops, TF-free.
+//
+// The fast kernels pick a pass, a micro-kernel and a blocking from the geometry. Each space
+// below enumerates the quantities one group of those decisions reads (channel counts against
+// the tile widths, filter columns times channels, pixels per row against the tile heights,
+// stride and dilation residues, reduction chunk and band boundaries, depthwise channel
+// blocks, filter-gradient plans), over their whole small range and across each threshold.
+// Every case runs every direction it applies to, in float, half and bfloat16:
+//   - against the direct loops in float64 on the same (rounded) values, with an error bound
+//     relative to the sum of absolute products: |fast - exact| <= (2 n u + u_out) sum|p| +
+//     floor, n the products per output element, u = 2**-24 (float accumulation), u_out the
+//     output type's rounding; cancellation can neither hide nor fake an error;
+//   - bitwise against itself with the work split into other ranges run in another order.
+// At the end, every path of coverage.h and every micro-kernel of the active instruction
+// set's table must have been reached, or the sweep fails.
+//
+// Usage: sweep_driver [--space NAME] [--shard I/N] [--no-coverage] [--list] [--plant-fault]
+// --plant-fault hands the fast kernels a filter with its last value zeroed (the reference
+// keeps it): a test that the checks report a kernel that drops a filter tap.
+// The instruction set is the processor's best, capped by TF_OPS_CPU_ISA.
+// Exit status 0 when every check held; 1 otherwise, with the failures listed.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "Eigen/Core"
+#include "cc/core/conv_geometry.h"
+#include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/conv_fast.h"
+#include "cc/core/cpu/coverage.h"
+#include "cc/core/cpu/microkernels.h"
+
+namespace tf_ops {
+namespace cpu {
+namespace {
+
+enum Direction { kForward = 1, kInput = 2, kFilter = 4, kAll = 7 };
+
+bool plant_fault = false;
+
+struct Spec {
+  const char* space;
+  int64_t batch, rows, cols, depth;  // input [N, H, W, C]
+  int64_t kh, kw, fi, k;             // filter [KH, KW, FI, K]
+  ConvAttrs attrs;
+  Layout layout;
+  int directions;
+};
+
+ConvAttrs Attrs(int64_t sh, int64_t sw, int64_t dh, int64_t dw, Padding padding,
+                int64_t pt = 0, int64_t pb = 0, int64_t pl = 0, int64_t pr = 0) {
+  ConvAttrs a;
+  a.stride_rows = sh, a.stride_cols = sw, a.dilation_rows = dh, a.dilation_cols = dw;
+  a.padding = padding, a.pad_top = pt, a.pad_bottom = pb, a.pad_left = pl, a.pad_right = pr;
+  return a;
+}
+
+// The paddings every spatial space runs: VALID, SAME, and two explicit ones (before > after
+// and before < after).
+std::vector<ConvAttrs> Paddings(int64_t sh, int64_t sw, int64_t dh, int64_t dw) {
+  return {Attrs(sh, sw, dh, dw, Padding::kValid), Attrs(sh, sw, dh, dw, Padding::kSame),
+          Attrs(sh, sw, dh, dw, Padding::kExplicit, 2, 0, 3, 0),
+          Attrs(sh, sw, dh, dw, Padding::kExplicit, 0, 1, 1, 2)};
+}
+
+std::vector<int64_t> Range(int64_t lo, int64_t hi) {
+  std::vector<int64_t> v;
+  for (int64_t i = lo; i <= hi; ++i) v.push_back(i);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------
+// The spaces.
+
+using Add = std::function<void(Spec)>;
+
+// Channel counts against the GEMM tile widths (16, 32, 64 columns; their remainders and
+// multiples), the merged filter columns of backprop input (filter in-depth <= 8) and of the
+// filter gradient (in-depth < 2 tile rows), the banded test (reduction x width <= 1024):
+// every in-depth and out-depth 1..72 and a few wider ones, one group, through a stride-1
+// SAME geometry (banded), a strided one (indirect) and a 1x1 one (pointwise).
+void ChannelSpace(const Add& add) {
+  std::vector<int64_t> counts = Range(1, 72);
+  for (int64_t c : {80, 96, 100, 127, 128, 129, 160}) counts.push_back(c);
+  for (int64_t fi : counts) {
+    for (int64_t k : counts) {
+      add({"channels", 1, 3, 4, fi, 3, 3, fi, k, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kAll});
+      add({"channels", 1, 4, 5, fi, 2, 3, fi, k, Attrs(2, 2, 1, 1, Padding::kValid), Layout::kNHWC, kAll});
+      add({"channels", 2, 2, 3, fi, 1, 1, fi, k, Attrs(1, 1, 1, 1, Padding::kValid), Layout::kNHWC, kAll});
+    }
+  }
+}
+
+// Groups: 2, 3 and 5 groups of 1..24 input and output channels each (NCHW for the strided
+// geometry).
+void GroupSpace(const Add& add) {
+  for (int64_t groups : {2, 3, 5}) {
+    for (int64_t fi : Range(1, 24)) {
+      for (int64_t kg : Range(1, 24)) {
+        add({"groups", 1, 3, 4, groups * fi, 3, 3, fi, groups * kg, Attrs(1, 1, 1, 1, Padding::kSame),
+             Layout::kNHWC, kAll});
+        add({"groups", 2, 4, 5, groups * fi, 2, 3, fi, groups * kg, Attrs(2, 1, 1, 2, Padding::kSame),
+             Layout::kNCHW, kAll});
+      }
+    }
+  }
+}
+
+// Backprop input's merged filter columns: every filter width 1..10 times in-depth 1..9
+// (9 and width 1 fall outside the path, on either side of its test), reductions of 1, 2, 3
+// and 17 output channels, and every output row length 1..30 (whole tiles and each tail of
+// every tile height); then stride, dilation and padding over a few of them.
+void ColumnsMergedSpace(const Add& add) {
+  for (int64_t fi : Range(1, 9)) {
+    for (int64_t kw : Range(1, 10)) {
+      for (int64_t k : {1, 2, 3, 17}) {
+        for (int64_t out_cols : Range(1, 30)) {
+          add({"columns merged", 1, 3, out_cols + kw - 1, fi, 2, kw, fi, k,
+               Attrs(1, 1, 1, 1, Padding::kValid), Layout::kNHWC, kInput});
+        }
+      }
+    }
+  }
+  for (int64_t fi : {3, 6}) {
+    for (int64_t kw : {2, 5, 7}) {
+      for (int64_t sw : Range(1, 3)) {
+        for (int64_t dw : Range(1, 3)) {
+          for (const ConvAttrs& attrs : Paddings(2, sw, 2, dw)) {
+            for (int64_t cols : Range(1, 16)) {
+              add({"columns merged", 2, 5, cols, fi, 2, kw, fi, 2, attrs, Layout::kNHWC, kInput});
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Spatial decisions, for each GEMM tile width (channel pairs picking 16, 32 and 64 columns in
+// each direction, and merged filter columns): along the columns, every row length 1..28
+// against every filter width 1..5, column stride 1..4, column dilation 1..3 and padding
+// (pixel classes, candidate taps, affine runs of interior tiles and where they end, tiles of
+// no tap); along the rows, every height 1..30 against filter height, stride, dilation and
+// padding (band heights and the rows each reads), at batch 1 and 17 (band splits); 1x1
+// filters at stride 1 over every pixel count 1..40 of a batch of 1..3 (one affine run).
+void SpatialSpace(const Add& add) {
+  const int64_t channels[][2] = {{2, 3}, {12, 17}, {5, 50}, {50, 4}};
+  for (const auto& ch : channels) {
+    for (int64_t kw : Range(1, 5)) {
+      for (int64_t sw : Range(1, 4)) {
+        for (int64_t dw : Range(1, 3)) {
+          for (const ConvAttrs& attrs : Paddings(1, sw, 1, dw)) {
+            for (int64_t cols : Range(1, 28)) {
+              add({"spatial columns", 1, 3, cols, ch[0], 2, kw, ch[0], ch[1], attrs, Layout::kNHWC, kAll});
+            }
+          }
+        }
+      }
+    }
+    for (int64_t kh : Range(1, 5)) {
+      for (int64_t sh : Range(1, 4)) {
+        for (int64_t dh : Range(1, 3)) {
+          for (const ConvAttrs& attrs : Paddings(sh, 1, dh, 1)) {
+            for (int64_t rows : Range(1, 30)) {
+              add({"spatial rows", 1, rows, 3, ch[0], kh, 2, ch[0], ch[1], attrs, Layout::kNHWC, kAll});
+            }
+          }
+        }
+      }
+    }
+    for (int64_t rows : Range(1, 30)) {
+      add({"spatial rows", 17, rows, 2, ch[0], 3, 2, ch[0], ch[1], Attrs(1, 1, 1, 1, Padding::kSame),
+           Layout::kNHWC, kAll});
+    }
+    for (int64_t batch : Range(1, 3)) {
+      for (int64_t rows : Range(1, 2)) {
+        for (int64_t cols : Range(1, 40)) {
+          add({"pointwise", batch, rows, cols, ch[0], 1, 1, ch[0], ch[1], Attrs(1, 1, 1, 1, Padding::kValid),
+               Layout::kNHWC, kAll});
+        }
+      }
+    }
+  }
+}
+
+// Reduction chunks: a chunk spans at most 192K floats of packed filter, so a pass over
+// `taps` taps of tile width nb (nb / 2 floats per row for bfloat16 pairs) splits its
+// reduction past 196608 / (taps * row floats) channels. Reductions at that boundary (-1,
+// 0, +1, +2, and twice it) for each filter size, tile width and row width, in both
+// directions, banded (stride 1, where the tile is short) and indirect (stride 2). The same
+// boundary separates banded passes whose filter-row taps merge from those whose do not.
+void ChunkSpace(const Add& add) {
+  for (int64_t f : {3, 5, 7, 9, 11, 14}) {
+    for (int64_t nb : {16, 32, 64}) {
+      for (int64_t row_floats : {nb, nb / 2}) {
+        const int64_t bound = 196608 / (f * f * row_floats);
+        for (int64_t src : {bound - 1, bound, bound + 1, bound + 2, 2 * bound + 1}) {
+          if (src < 1 || src > 1400) continue;
+          for (int64_t stride : {1, 2}) {
+            const ConvAttrs attrs = Attrs(stride, stride, 1, 1, Padding::kSame);
+            // Forward: the reduction is the in-depth, the columns the out-depth.
+            add({"chunks", 1, 3, 5, src, f, f, src, nb, attrs, Layout::kNHWC, kForward});
+            // Backprop input: the reduction is the out-depth; in-depth 9..64 picks the width
+            // (and stays out of the merged-columns path).
+            add({"chunks", 1, 3, 5, nb == 16 ? 9 : nb, f, f, nb == 16 ? 9 : nb, src, attrs,
+                 Layout::kNHWC, kInput});
+          }
+        }
+      }
+    }
+  }
+}
+
+// Depthwise: every channel count 1..150 (blocks of 64, 32 and 16 channels and the scalar
+// remainder in every mix) at depth multipliers 1, 2 and 3; the column classes of the row
+// kernels (filter width 1..7 against column stride 1..3, dilation 1..2 and every row length
+// 1..30 with each padding); long rows that hold several pixel groups; NCHW.
+void DepthwiseSpace(const Add& add) {
+  for (int64_t c : Range(1, 150)) {
+    for (int64_t m : {1, 2, 3}) {
+      if (m > 1 && c > 40) continue;
+      add({"depthwise channels", 1, 3, 5, c, 3, 3, 1, c * m, Attrs(1, 1, 1, 1, Padding::kSame),
+           Layout::kNHWC, kAll});
+      add({"depthwise channels", 2, 5, 6, c, 2, 3, 1, c * m, Attrs(2, 2, 1, 1, Padding::kValid),
+           Layout::kNHWC, kAll});
+    }
+  }
+  for (int64_t c : {16, 21, 48, 112}) {
+    for (int64_t kw : Range(1, 7)) {
+      for (int64_t sw : Range(1, 3)) {
+        for (int64_t dw : Range(1, 2)) {
+          for (const ConvAttrs& attrs : Paddings(1, sw, 1, dw)) {
+            for (int64_t cols : Range(1, 30)) {
+              add({"depthwise columns", 1, 3, cols, c, 2, kw, 1, c, attrs,
+                   c == 21 ? Layout::kNCHW : Layout::kNHWC, kAll});
+            }
+          }
+        }
+      }
+    }
+  }
+  for (int64_t c : {16, 64, 80}) {
+    for (int64_t cols : {40, 80, 130}) {
+      for (int64_t kh : {1, 3}) {
+        for (int64_t stride : {1, 2}) {
+          add({"depthwise groups", 1, 3, cols, c, kh, 3, 1, c, Attrs(stride, stride, 1, 1, Padding::kSame),
+               Layout::kNHWC, kAll});
+        }
+      }
+    }
+  }
+}
+
+// The filter gradient's plan: accumulators bounded to 64K floats (in-depth 27 merged over 9
+// filter columns against 256 | 257 output channels sits on that bound; wider ones split),
+// row slices against the 1 MiB of x and dy a slice should keep cached (64 x 64 x 32 floats
+// is on it), and blocks of 256 packed pixels filled whole.
+void FilterSpace(const Add& add) {
+  for (int64_t k : {255, 256, 257, 300}) {
+    add({"filter plan", 1, 1, 9, 27, 1, 9, 27, k, Attrs(1, 1, 1, 1, Padding::kValid), Layout::kNHWC, kFilter});
+    add({"filter plan", 1, 2, 9, 28, 2, 9, 28, k, Attrs(1, 1, 1, 1, Padding::kValid), Layout::kNHWC, kFilter});
+  }
+  add({"filter plan", 1, 1, 1, 100, 1, 1, 100, 700, Attrs(1, 1, 1, 1, Padding::kValid), Layout::kNHWC, kFilter});
+  for (int64_t rows : {60, 64, 66}) {
+    add({"filter plan", 1, rows, 64, 32, 3, 3, 32, 32, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kFilter});
+  }
+  for (int64_t size : {63, 64, 80}) {
+    add({"filter plan", 1, size, size, 4, 3, 3, 4, 4, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kFilter});
+    add({"filter plan", 1, size, size, 4, 3, 3, 1, 4, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kFilter});
+  }
+}
+
+// NCHW: channel counts and pixel counts across the 16 x 16 blocks of the transposes, and
+// images over the 2**21 elements of an NHWC copy (several chunks), plain and depthwise.
+void NchwSpace(const Add& add) {
+  std::vector<int64_t> channels = Range(1, 20);
+  for (int64_t c : {31, 32, 33, 63, 64, 65}) channels.push_back(c);
+  for (int64_t c : channels) {
+    for (int64_t cols : {1, 15, 16, 17, 63, 64, 65, 130}) {
+      add({"nchw", 2, 1, cols, c, 1, 3, c, c + 1, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW, kAll});
+    }
+  }
+  add({"nchw chunks", 3, 730, 730, 2, 3, 3, 2, 3, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW, kAll});
+  add({"nchw chunks", 3, 730, 730, 2, 3, 3, 1, 2, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW, kAll});
+}
+
+const std::pair<const char*, void (*)(const Add&)> kSpaces[] = {
+    {"channels", ChannelSpace}, {"groups", GroupSpace},     {"columns", ColumnsMergedSpace},
+    {"spatial", SpatialSpace},  {"chunks", ChunkSpace},     {"depthwise", DepthwiseSpace},
+    {"filter", FilterSpace},    {"nchw", NchwSpace},
+};
+
+// ---------------------------------------------------------------------------------------
+// Running one case.
+
+// Runs fn over the units in ranges of 1 to 3 units, the last range first: another split
+// and order than SerialFor's single range, for the bitwise check.
+void ReversedRanges(int64_t units, int64_t, const std::function<void(int64_t, int64_t)>& fn) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t b = 0, len = 1; b < units; b += len, len = len % 3 + 1) {
+    ranges.emplace_back(b, std::min(units, b + len));
+  }
+  for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) fn(it->first, it->second);
+}
+
+std::string Describe(const Spec& s, const ConvGeometry& g) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "[%s] %s x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] y[%lld,%lld] "
+                "strides (%lld,%lld) dilations (%lld,%lld) pads (%lld,%lld,%lld,%lld) groups %lld",
+                s.space, s.layout == Layout::kNHWC ? "NHWC" : "NCHW", (long long)s.batch,
+                (long long)s.rows, (long long)s.cols, (long long)s.depth, (long long)s.kh,
+                (long long)s.kw, (long long)s.fi, (long long)s.k, (long long)g.out_rows,
+                (long long)g.out_cols, (long long)g.stride_rows, (long long)g.stride_cols,
+                (long long)g.dilation_rows, (long long)g.dilation_cols, (long long)g.pad_top,
+                (long long)g.pad_bottom, (long long)g.pad_left, (long long)g.pad_right,
+                (long long)g.groups);
+  return buf;
+}
+
+struct Stats {
+  int64_t cases = 0, runs = 0, failures = 0;
+  double worst[3] = {0, 0, 0};  // largest error / bound, by element type
+};
+
+template <typename T>
+struct TypeInfo;
+template <>
+struct TypeInfo<float> {
+  static constexpr int index = 0;
+  static constexpr const char* name = "float32";
+  static constexpr double unit = 0x1p-24, floor = 0;
+};
+template <>
+struct TypeInfo<Eigen::half> {
+  static constexpr int index = 1;
+  static constexpr const char* name = "float16";
+  // Half results under 2**-14 are subnormal: rounding them errs by up to 2**-25 absolutely.
+  static constexpr double unit = 0x1p-11, floor = 0x1p-25;
+};
+template <>
+struct TypeInfo<Eigen::bfloat16> {
+  static constexpr int index = 2;
+  static constexpr const char* name = "bfloat16";
+  static constexpr double unit = 0x1p-8, floor = 0;
+};
+
+class Runner {
+ public:
+  explicit Runner(Stats* stats) : stats_(stats) {}
+
+  void Run(const Spec& s) {
+    ConvGeometry g;
+    if (!MakeConvGeometry(s.batch, s.rows, s.cols, s.depth, s.kh, s.kw, s.fi, s.k, s.attrs, &g).empty() ||
+        g.out_rows <= 0 || g.out_cols <= 0) {
+      return;  // not a convolution (an output of no pixels): nothing fast to check
+    }
+    ++stats_->cases;
+    std::mt19937_64 rng(0x5eed + stats_->cases);
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    const auto fill = [&](int64_t n) {
+      std::vector<double> v(n);
+      for (double& e : v) e = uniform(rng);
+      return v;
+    };
+    const std::vector<double> x = fill(g.input_elements()), w = fill(g.filter_elements()),
+                              dy = fill(g.output_elements());
+    RunType<float>(s, g, x, w, dy);
+    RunType<Eigen::half>(s, g, x, w, dy);
+    RunType<Eigen::bfloat16>(s, g, x, w, dy);
+  }
+
+ private:
+  template <typename T>
+  void RunType(const Spec& s, const ConvGeometry& g, const std::vector<double>& x,
+               const std::vector<double>& w, const std::vector<double>& dy) {
+    // The values as T, and exactly those values in float64.
+    const auto as_t = [](const std::vector<double>& v) {
+      std::vector<T> out(v.size());
+      for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(static_cast<float>(v[i]));
+      return out;
+    };
+    const auto exact = [](const std::vector<T>& v, bool absolute) {
+      std::vector<double> out(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        const double e = static_cast<double>(static_cast<float>(v[i]));
+        out[i] = absolute ? std::fabs(e) : e;
+      }
+      return out;
+    };
+    const std::vector<T> xt = as_t(x), dyt = as_t(dy);
+    std::vector<T> wt = as_t(w);
+    const std::vector<double> xd = exact(xt, false), wd = exact(wt, false), dyd = exact(dyt, false);
+    const std::vector<double> xa = exact(xt, true), wa = exact(wt, true), dya = exact(dyt, true);
+    if (plant_fault) wt.back() = static_cast<T>(0.0f);
+    const int64_t taps = g.filter_rows * g.filter_cols;
+    if (s.directions & kForward) {
+      Check<T>(s, g, "forward", g.output_elements(), taps * g.filter_in_depth,
+               [&](auto* out, const ParallelFor& pf) {
+                 using U = std::remove_pointer_t<decltype(out)>;
+                 if constexpr (std::is_same_v<U, double>) {
+                   DirectConvForward<double>(g, s.layout, pf ? xd.data() : xa.data(),
+                                             pf ? wd.data() : wa.data(), out, SerialFor);
+                   return true;
+                 } else {
+                   return FastConvForward<T>(g, s.layout, xt.data(), wt.data(), out, pf);
+                 }
+               });
+    }
+    if (s.directions & kInput) {
+      Check<T>(s, g, "backprop input", g.input_elements(), taps * g.out_depth_per_group(),
+               [&](auto* out, const ParallelFor& pf) {
+                 using U = std::remove_pointer_t<decltype(out)>;
+                 if constexpr (std::is_same_v<U, double>) {
+                   DirectConvBackpropInput<double>(g, s.layout, pf ? wd.data() : wa.data(),
+                                                   pf ? dyd.data() : dya.data(), out, SerialFor);
+                   return true;
+                 } else {
+                   return FastConvBackpropInput<T>(g, s.layout, wt.data(), dyt.data(), out, pf);
+                 }
+               });
+    }
+    if (s.directions & kFilter) {
+      Check<T>(s, g, "backprop filter", g.filter_elements(), g.batch * g.out_rows * g.out_cols,
+               [&](auto* out, const ParallelFor& pf) {
+                 using U = std::remove_pointer_t<decltype(out)>;
+                 if constexpr (std::is_same_v<U, double>) {
+                   DirectConvBackpropFilter<double>(g, s.layout, pf ? xd.data() : xa.data(),
+                                                    pf ? dyd.data() : dya.data(), out, SerialFor);
+                   return true;
+                 } else {
+                   return FastConvBackpropFilter<T>(g, s.layout, xt.data(), dyt.data(), out, pf);
+                 }
+               });
+    }
+  }
+
+  // `op(out, pf)` writes the direction's result: for a double* out, the exact result when
+  // pf is non-null and the sum of absolute products when it is null; for a T* out, the
+  // fast kernel's through pf (returning whether it applied).
+  template <typename T, typename Op>
+  void Check(const Spec& s, const ConvGeometry& g, const char* direction, int64_t size,
+             int64_t products, const Op& op) {
+    ++stats_->runs;
+    std::vector<T> fast(size, static_cast<T>(12345.0f)), split(size, static_cast<T>(-777.0f));
+    const ParallelFor serial = SerialFor, reversed = ReversedRanges;
+    if (!op(fast.data(), serial)) return Fail(s, g, direction, TypeInfo<T>::name, "the fast kernel did not apply");
+    op(split.data(), reversed);
+    if (std::memcmp(fast.data(), split.data(), size * sizeof(T)) != 0) {
+      return Fail(s, g, direction, TypeInfo<T>::name, "results differ bitwise between work splits");
+    }
+    std::vector<double> ref(size), abs_ref(size);
+    op(ref.data(), serial);
+    op(abs_ref.data(), ParallelFor());
+    const double gamma = 2.0 * static_cast<double>(products) * 0x1p-24 + TypeInfo<T>::unit;
+    double worst = 0;
+    int64_t at = -1;
+    for (int64_t i = 0; i < size; ++i) {
+      const double got = static_cast<double>(static_cast<float>(fast[i]));
+      const double bound = gamma * abs_ref[i] + TypeInfo<T>::floor;
+      const double err = std::fabs(got - ref[i]);
+      // A NaN compares false either way: count it as failing.
+      const double ratio = err <= bound ? (bound > 0 ? err / bound : 0.0) : (bound > 0 ? err / bound : 1e300);
+      if (!(ratio <= worst)) worst = std::isnan(ratio) ? 1e300 : ratio, at = i;
+    }
+    double& kept = stats_->worst[TypeInfo<T>::index];
+    kept = std::max(kept, worst);
+    if (worst > 1) {
+      char buf[256];
+      std::snprintf(buf, sizeof(buf), "element %lld: fast %.9g, exact %.9g, bound %.3g (sum |p| %.6g)",
+                    (long long)at, static_cast<double>(static_cast<float>(fast[at])), ref[at],
+                    gamma * abs_ref[at] + TypeInfo<T>::floor, abs_ref[at]);
+      Fail(s, g, direction, TypeInfo<T>::name, buf);
+    }
+  }
+
+  void Fail(const Spec& s, const ConvGeometry& g, const char* direction, const char* type,
+            const std::string& what) {
+    if (++stats_->failures <= 25) {
+      std::printf("FAIL %s %s %s: %s\n", direction, type, Describe(s, g).c_str(), what.c_str());
+    }
+  }
+
+  Stats* stats_;
+};
+
+int Main(int argc, char** argv) {
+  std::string only;
+  int64_t shard = 0, shards = 1;
+  bool coverage = true, list = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--space" && i + 1 < argc) {
+      only = argv[++i];
+    } else if (arg == "--shard" && i + 1 < argc) {
+      long long a = 0, b = 1;
+      if (std::sscanf(argv[++i], "%lld/%lld", &a, &b) != 2 || b < 1 || a < 0 || a >= b) {
+        std::fprintf(stderr, "--shard takes I/N with 0 <= I < N\n");
+        return 2;
+      }
+      shard = a, shards = b;
+    } else if (arg == "--no-coverage") {
+      coverage = false;
+    } else if (arg == "--list") {
+      list = true;
+    } else if (arg == "--plant-fault") {
+      plant_fault = true;
+    } else {
+      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--shard I/N] [--no-coverage] [--list] [--plant-fault]\n");
+      return 2;
+    }
+  }
+  if (!only.empty() || shards > 1) coverage = false;  // a part cannot reach everything
+  std::vector<Spec> specs;
+  for (const auto& [name, space] : kSpaces) {
+    if (only.empty() || only == name) space([&](Spec s) { specs.push_back(s); });
+  }
+  if (list) {
+    for (const auto& [name, space] : kSpaces) std::printf("%s\n", name);
+    return 0;
+  }
+  if (specs.empty()) {
+    std::fprintf(stderr, "no space named %s\n", only.c_str());
+    return 2;
+  }
+  ResetCoverage();
+  SetCoverageRecording(true);
+  Stats stats;
+  Runner runner(&stats);
+  for (size_t i = shard; i < specs.size(); i += shards) runner.Run(specs[i]);
+  SetCoverageRecording(false);
+
+  std::printf("isa %s\n", FastKernelIsa());
+  std::printf("cases %lld runs %lld failures %lld\n", (long long)stats.cases, (long long)stats.runs,
+              (long long)stats.failures);
+  std::printf("worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n", stats.worst[0],
+              stats.worst[1], stats.worst[2]);
+  int64_t unreached = 0;
+  if (coverage) {
+    // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair
+    // kernels (and the packing of pairs) without AVX-512 BF16, the depthwise row kernels
+    // without AVX-512.
+    const KernelTable& table = Kernels();
+    const bool pairs = table.gemm_bf16_pairs != nullptr;
+    const bool rows = table.dw[0].row[0][0][kElemF32] != nullptr;
+    for (int p = 0; p < static_cast<int>(Path::kCount); ++p) {
+      const Path path = static_cast<Path>(p);
+      const uint64_t n = PathCount(path);
+      const bool expected = (pairs || (path != Path::kGemmBf16Pairs && path != Path::kFilterPairs)) &&
+                            (rows || path != Path::kDepthwiseRowKernel);
+      std::printf("  path %-70s %llu%s\n", PathName(path), (unsigned long long)n,
+                  expected ? "" : " (not in this instruction set's table)");
+      if (n == 0 && expected) ++unreached, std::printf("UNREACHED path: %s\n", PathName(path));
+    }
+    int64_t kernels = 0, reached = 0;
+    ForEachKernel(table, [&](const char* name, int index, int kind, auto fn) {
+      if (fn == nullptr) return;
+      if (!pairs && std::strcmp(name, "pack_halves") == 0) return;
+      ++kernels;
+      if (KernelCalled(fn)) {
+        ++reached;
+      } else {
+        ++unreached;
+        std::printf("UNREACHED kernel: %s[%d] kind %d\n", name, index, kind);
+      }
+    });
+    std::printf("kernels %lld reached of %lld\n", (long long)reached, (long long)kernels);
+    std::printf("unreached %lld\n", (long long)unreached);
+  }
+  return stats.failures == 0 && unreached == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace tf_ops
+
+int main(int argc, char** argv) { return tf_ops::cpu::Main(argc, argv); }
