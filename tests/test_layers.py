@@ -178,7 +178,8 @@ class ValidationTest(tf.test.TestCase):
 
     def test_bad_arguments_raise(self):
         cases = [
-            (lambda: layers.Conv2DTranspose(5, 3, groups=2), "divisible by `groups`"),
+            (lambda: layers.Conv2DTranspose(5, 3, groups=2),
+             "number of filters must be evenly divisible by the number of groups"),
             (lambda: layers.Conv2DTranspose(4, 3, strides=2, output_padding=2), "output_padding"),
             (lambda: layers.Conv2D(4, 0), "kernel_size"),
             (lambda: layers.Conv2D(4, 3, padding="causal"), "padding"),
@@ -191,6 +192,31 @@ class ValidationTest(tf.test.TestCase):
             with self.subTest(message=message):
                 with self.assertRaisesRegex(ValueError, message):
                     make()
+
+    def test_output_of_no_pixels_is_refused(self):
+        # A "valid" kernel larger than the input gives no output pixels: a ValueError from
+        # build, compute_output_shape, symbolic and eager calls (as Keras's layers), never an
+        # empty tensor.
+        message = "Computed output size would be zero or negative"
+        for fmt, shape in (("channels_last", (2, 4, 6, 3)), ("channels_first", (2, 3, 4, 6))):
+            for make in (lambda: layers.Conv2D(2, 5, data_format=fmt),
+                         lambda: layers.DepthwiseConv2D((3, 7), data_format=fmt),
+                         lambda: layers.Conv2D(2, 3, dilation_rate=(1, 3), data_format=fmt)):
+                with self.subTest(fmt=fmt, layer=make().name):
+                    with self.assertRaisesRegex(ValueError, message):
+                        make().build(shape)
+                    with self.assertRaisesRegex(ValueError, message):
+                        make().compute_output_shape(shape)
+                    with self.assertRaisesRegex(ValueError, message):
+                        make()(np.zeros(shape, "float32"))
+                    with self.assertRaisesRegex(ValueError, message):
+                        make()(keras.Input(shape[1:]))
+                    # Built for unknown sizes, then called on a too small input.
+                    layer = make()
+                    unknown = (None, None, 3) if fmt == "channels_last" else (3, None, None)
+                    layer(keras.Input(unknown))
+                    with self.assertRaisesRegex(ValueError, message):
+                        layer(np.zeros(shape, "float32"))
 
     def test_wrong_rank_is_refused(self):
         with self.assertRaisesRegex(ValueError, "ndim=4"):

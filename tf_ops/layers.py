@@ -24,13 +24,25 @@ _register = keras.saving.register_keras_serializable(package="tf_ops")
 
 
 def _pair(value, name, minimum=1):
-    """An int or a sequence of 2 ints, as a tuple of 2 ints each at least `minimum`."""
-    values = (value, value) if isinstance(value, int) else tuple(value)
-    if len(values) != 2 or not all(isinstance(v, int) and v >= minimum for v in values):
-        raise ValueError(
-            f"`{name}` must be an integer or a tuple of 2 integers, each at least {minimum}. "
-            f"Received: {name}={value!r}"
-        )
+    """An int or a sequence of 2 ints, as a tuple of 2 ints each at least `minimum`; the
+    errors in Keras's words."""
+    message = f"The `{name}` argument must be a tuple of 2 integers. Received {name}={value}"
+    if isinstance(value, int):
+        values = (value, value)
+    else:
+        try:
+            values = tuple(value)
+        except TypeError:
+            raise ValueError(message) from None
+        if len(values) != 2:
+            raise ValueError(message)
+        for v in values:
+            if not isinstance(v, int):
+                raise ValueError(f"{message}, including element {v} of type {type(v)}")
+    bad = {v for v in values if v < minimum}
+    if bad:
+        raise ValueError(f"{message}, including values {bad} that do not satisfy "
+                         f"`value {'> 0' if minimum == 1 else '>= 0'}`")
     return values
 
 
@@ -51,12 +63,13 @@ def _data_format(data_format):
 
 
 def _conv_length(size, kernel, stride, dilation, padding):
-    """Output length of a convolution along one axis (as Keras computes it); None if unknown."""
+    """Output length of a convolution along one axis (as Keras computes it); None if unknown.
+    A "valid" length of zero or less is returned as it is: the caller refuses it."""
     if size is None:
         return None
     if padding == "same":
         return -(-size // stride)
-    return max(0, (size - (kernel - 1) * dilation - 1) // stride + 1)
+    return (size - (kernel - 1) * dilation - 1) // stride + 1
 
 
 def _transpose_length(size, kernel, stride, dilation, padding, output_padding):
@@ -136,8 +149,11 @@ class _Conv(keras.layers.Layer):
                 f"The channel dimension of the input to {type(self).__name__} must be known. "
                 f"Received input_shape={tuple(input_shape)}"
             )
+        self._check_channels(channels, tuple(input_shape))
         self.input_spec = keras.layers.InputSpec(ndim=4, axes={self._channel_axis: channels})
-        self.kernel = self.add_weight(
+        # Refuses an output of no pixels before any weight is made, as Keras does.
+        self.compute_output_shape(input_shape)
+        self._kernel = self.add_weight(
             name="kernel",
             shape=self._kernel_shape(channels),
             initializer=self.kernel_initializer,
@@ -159,7 +175,19 @@ class _Conv(keras.layers.Layer):
         else:
             self.bias = None
 
+    def _check_channels(self, channels, input_shape):
+        """Refuses input channels the layer cannot take; a grouped layer overrides it."""
+
+    @property
+    def kernel(self):
+        """The kernel the convolution uses (Conv2D with LoRA: the merged one)."""
+        if not self.built:
+            raise AttributeError("You must build the layer before accessing `kernel`.")
+        return self._kernel
+
     def call(self, inputs):
+        # An input of another shape than the one built for may give no output pixels.
+        self.compute_output_shape(tuple(inputs.shape))
         kernel = tf.cast(self.kernel, self.compute_dtype)
         outputs = self._convolve(inputs, kernel)
         if self.use_bias:
@@ -177,7 +205,15 @@ class _Conv(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         input_shape = tuple(input_shape)
-        return tuple(self._full(input_shape[0], self._output_lengths(self._spatial(input_shape)),
+        lengths = self._output_lengths(self._spatial(input_shape))
+        if any(n is not None and n <= 0 for n in lengths):
+            raise ValueError(
+                "Computed output size would be zero or negative. Received "
+                f"`inputs shape={input_shape}`, `kernel shape={self.kernel_size}`, "
+                f"`dilation_rate={self.dilation_rate}`, `strides={self.strides}`, "
+                f"`padding={self.padding}`."
+            )
+        return tuple(self._full(input_shape[0], lengths,
                                 self._output_channels(input_shape[self._channel_axis])))
 
     def get_config(self):
@@ -202,28 +238,30 @@ class _Conv(keras.layers.Layer):
         return config
 
 
-def _groups(groups, filters, name):
+def _groups(groups, filters):
     if not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"`groups` must be a positive integer. Received: groups={groups!r}")
+        raise ValueError(f"The number of groups must be a positive integer. Received: groups={groups}.")
     if filters % groups:
         raise ValueError(
-            f"The number of filters of {name} must be divisible by `groups`. "
-            f"Received: filters={filters}, groups={groups}"
+            "The number of filters must be evenly divisible by the number of groups. "
+            f"Received: groups={groups}, filters={filters}."
         )
     return groups
 
 
-def _check_groups(channels, groups, name):
+def _check_groups(channels, groups, input_shape):
     if channels % groups:
         raise ValueError(
-            f"The number of input channels of {name} must be divisible by `groups`. "
-            f"Received: input channels={channels}, groups={groups}"
+            "The number of input channels must be evenly divisible by the number of groups. "
+            f"Received groups={groups}, but the input has {channels} channels (full input "
+            f"shape is {input_shape})."
         )
 
 
 def _positive(value, name):
     if not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        raise ValueError(f"Invalid value for argument `{name}`. Expected a strictly positive "
+                         f"value. Received {name}={value}.")
     return value
 
 
@@ -233,10 +271,13 @@ class _Filters(_Conv):
     def __init__(self, filters, kernel_size, groups=1, **kwargs):
         super().__init__(kernel_size, **kwargs)
         self.filters = _positive(filters, "filters")
-        self.groups = _groups(groups, filters, type(self).__name__)
+        self.groups = _groups(groups, filters)
 
     def _output_channels(self, channels):
         return self.filters
+
+    def _check_channels(self, channels, input_shape):
+        _check_groups(channels, self.groups, input_shape)
 
     def get_config(self):
         config = super().get_config()
@@ -283,13 +324,19 @@ class Conv2D(_Filters):
 
     Kernel shape (kernel_h, kernel_w, input_channels // groups, filters), as Keras's. Runs
     grouped, NCHW and dilated convolutions on CPU.
+
+    LoRA as Keras's: `lora_rank` (or `enable_lora(rank)` on a built layer) freezes the kernel
+    and trains `lora_kernel_a` (kernel_h, kernel_w, input_channels // groups, rank) and
+    `lora_kernel_b` (rank, filters), in float32; the kernel used is kernel + lora_alpha /
+    lora_rank * a @ b, and it is that merged kernel which is saved as the layer's weights.
     """
 
     def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
                  dilation_rate=(1, 1), groups=1, activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
-                 kernel_constraint=None, bias_constraint=None, **kwargs):
+                 kernel_constraint=None, bias_constraint=None, lora_rank=None, lora_alpha=None,
+                 **kwargs):
         super().__init__(filters, kernel_size, groups=groups,
                          kernel_initializer=kernel_initializer,
                          kernel_regularizer=kernel_regularizer,
@@ -297,10 +344,75 @@ class Conv2D(_Filters):
                          **_conv_args(kwargs, strides, padding, data_format, dilation_rate,
                                       activation, use_bias, bias_initializer, bias_regularizer,
                                       activity_regularizer, bias_constraint))
+        self.lora_rank = lora_rank
+        self.lora_alpha = lora_alpha if lora_alpha is not None else lora_rank
+        self.lora_enabled = False
 
     def _kernel_shape(self, channels):
-        _check_groups(channels, self.groups, "Conv2D")
         return self.kernel_size + (channels // self.groups, self.filters)
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.built = True
+        if self.lora_rank:
+            self.enable_lora(self.lora_rank, lora_alpha=self.lora_alpha)
+
+    @property
+    def kernel(self):
+        kernel = super().kernel
+        if self.lora_enabled:
+            delta = tf.matmul(self.lora_kernel_a, self.lora_kernel_b)
+            kernel = tf.cast(kernel + (self.lora_alpha / self.lora_rank) * delta, self.compute_dtype)
+        return kernel
+
+    def enable_lora(self, rank, lora_alpha=None, a_initializer="he_uniform", b_initializer="zeros"):
+        """Freezes the kernel and adds the trainable low-rank update a @ b, scaled by
+        lora_alpha / rank (lora_alpha defaults to rank)."""
+        if self.kernel_constraint:
+            raise ValueError("Lora is incompatible with kernel constraints. In order to enable lora "
+                             "on this layer, remove the `kernel_constraint` argument.")
+        if not self.built:
+            raise ValueError("Cannot enable lora on a layer that isn't yet built.")
+        if self.lora_enabled:
+            raise ValueError("lora is already enabled. This can only be done once per layer.")
+        # A built layer's variables are locked; Keras's own layers unlock them the same way.
+        self._tracker.unlock()
+        # float32 whatever the layer's dtype, so that fine-tuning does not underflow.
+        self.lora_kernel_a = self.add_weight(
+            name="lora_kernel_a", shape=tuple(self._kernel.shape[:-1]) + (rank,),
+            initializer=keras.initializers.get(a_initializer), dtype="float32",
+            regularizer=self.kernel_regularizer)
+        self.lora_kernel_b = self.add_weight(
+            name="lora_kernel_b", shape=(rank, self.filters),
+            initializer=keras.initializers.get(b_initializer), dtype="float32",
+            regularizer=self.kernel_regularizer)
+        self._kernel.trainable = False
+        self._tracker.lock()
+        self.lora_enabled = True
+        self.lora_rank = rank
+        self.lora_alpha = lora_alpha if lora_alpha is not None else rank
+
+    def save_own_variables(self, store):
+        # With LoRA, the merged kernel is saved in the kernel's place: the weights load into a
+        # layer without LoRA.
+        if not self.lora_enabled:
+            return super().save_own_variables(store)
+        for i, variable in enumerate([self.kernel] + ([self.bias] if self.use_bias else [])):
+            store[str(i)] = variable
+
+    def load_own_variables(self, store):
+        if not self.lora_enabled:
+            return super().load_own_variables(store)
+        for i, variable in enumerate([self._kernel] + ([self.bias] if self.use_bias else [])):
+            variable.assign(store[str(i)])
+        self.lora_kernel_a.assign(tf.zeros(self.lora_kernel_a.shape))
+        self.lora_kernel_b.assign(tf.zeros(self.lora_kernel_b.shape))
+
+    def get_config(self):
+        config = super().get_config()
+        if self.lora_rank:
+            config.update(lora_rank=self.lora_rank, lora_alpha=self.lora_alpha)
+        return config
 
     def _convolve(self, inputs, kernel):
         return _ops.conv2d(inputs, kernel, self.strides, self.padding.upper(),
@@ -346,8 +458,8 @@ class _Transpose:
         for axis, (pad, stride) in enumerate(zip(self.output_padding, self.strides)):
             if pad >= stride:
                 raise ValueError(
-                    "Each value of `output_padding` must be less than the stride along its "
-                    f"axis. At axis {axis}, output_padding is {pad} and the stride {stride}. "
+                    "`output_padding` must be strictly less than `strides` for all dimensions. "
+                    f"At dimension {axis}, `output_padding` is {pad} but `strides` is {stride}. "
                     f"Received: output_padding={self.output_padding}, strides={self.strides}"
                 )
 
@@ -397,7 +509,6 @@ class Conv2DTranspose(_Transpose, _Filters):
         self._init_output_padding(output_padding)
 
     def _kernel_shape(self, channels):
-        _check_groups(channels, self.groups, "Conv2DTranspose")
         return self.kernel_size + (self.filters // self.groups, channels)
 
     def _convolve(self, inputs, kernel):
