@@ -44,7 +44,7 @@ def build_driver(out_dir):
     flags = [f for f in info["compile_flags"] if f not in ("-fPIC", f"-I{info['source_dir']}")]
     flags = [f"-I{ROOT}", *flags, "-Werror"]
     if SANITIZE:
-        flags += ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-O1"]
+        flags += ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
     cxx = os.environ.get("CXX", info.get("compiler", "g++"))
     units = [(src, []) for src in CORE_SOURCES + ["tests/cc/sweep_driver.cc"]]
     units += list(info["microkernel_flags"].items())
