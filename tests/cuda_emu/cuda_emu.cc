@@ -1,0 +1,469 @@
+// The emulator's runtime (see cuda_emu.h): fibers, barriers, warp collectives, shared memory
+// with shadow state, launch checks and reports.
+#include "cuda_emu.h"
+
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define TF_OPS_EMU_ASAN 1
+#endif
+
+namespace {
+thread_local cudaError_t last_error = cudaSuccess;
+}  // namespace
+
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+  }
+  return "unknown error";
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  if (bytes > 0 && p == nullptr) return last_error = cudaErrorInvalidValue;
+  if (bytes > 0) std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, int, cudaStream_t) {
+  if (bytes > 0 && (dst == nullptr || src == nullptr)) return last_error = cudaErrorInvalidValue;
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+namespace tf_ops_emu {
+
+ThreadIndex* current = nullptr;
+
+namespace {
+
+constexpr size_t kStaticSharedLimit = 48 * 1024;  // without an opt-in, as on every CUDA GPU
+constexpr size_t kReportsPerLaunch = 20;
+#if defined(TF_OPS_EMU_ASAN)
+constexpr size_t kStackBytes = 512 * 1024;
+#else
+constexpr size_t kStackBytes = 128 * 1024;
+#endif
+
+enum class Wait { kNone, kBarrier, kWarp };
+
+struct Fiber {
+  ucontext_t context;
+  ThreadIndex index;
+  int tid = 0, warp = 0, lane = 0;
+  bool done = false;
+  Wait wait = Wait::kNone;
+  const char* file = nullptr;
+  int line = 0;
+};
+
+// Shadow state of one byte of shared memory.
+struct Shadow {
+  int32_t writer = -1;       // thread that last wrote it
+  uint32_t write_epoch = 0;  // block barrier epoch of that write
+  uint32_t write_warp_epoch = 0;
+  int32_t reader = -1;  // a thread that read it in read_epoch
+  uint32_t read_epoch = 0, read_warp_epoch = 0;
+  bool many_readers = false;  // more than one thread read it in read_epoch
+  bool written = false;
+};
+
+struct Region {
+  size_t bytes = 0;
+  std::unique_ptr<unsigned char[]> data;
+  std::vector<Shadow> shadow;
+};
+
+struct WarpState {
+  uint32_t epoch = 0;  // completed __syncwarp / collectives
+  unsigned arrived = 0, left = 0, mask = 0;
+  bool draining = false;
+  const char* file = nullptr;
+  int line = 0;
+  uint64_t values[32] = {};
+};
+
+struct State {
+  uint64_t seed = 1;
+  std::vector<std::string> reports;
+  int64_t launches = 0;
+  // The launch being run.
+  const char* kernel = "";
+  size_t launch_reports = 0;
+  size_t dynamic_shared = 0;
+  void (*trampoline)(void*) = nullptr;
+  void* closure = nullptr;
+  // The block being run.
+  std::vector<Fiber> fibers;
+  std::vector<std::unique_ptr<char[]>> stacks;
+  std::vector<WarpState> warps;
+  std::map<std::pair<const char*, int>, Region> regions;
+  Region dynamic_region;
+  size_t static_shared = 0;
+  int live = 0, exited = 0, arrived = 0;
+  uint64_t barrier_generation = 0;
+  uint32_t epoch = 0;
+  int64_t progress = 0;
+  Fiber* running = nullptr;
+  ucontext_t scheduler;
+  bool aborted = false;
+};
+
+State& S() {
+  static State* const state = new State;
+  return *state;
+}
+
+std::string Dim(const dim3& d) {
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+void Report(const Fiber* f, const std::string& what) {
+  State& s = S();
+  if (s.launch_reports++ >= kReportsPerLaunch) return;
+  std::string where = std::string("kernel ") + s.kernel;
+  if (f != nullptr) where += " block " + Dim(f->index.block_idx) + " thread " + Dim(f->index.thread_idx);
+  s.reports.push_back(where + ": " + what);
+}
+
+std::string Site(const char* file, int line) {
+  const char* slash = std::strrchr(file, '/');
+  return std::string(slash != nullptr ? slash + 1 : file) + ":" + std::to_string(line);
+}
+
+#if defined(TF_OPS_EMU_ASAN)
+void* fake_stack = nullptr;
+#endif
+
+// Switches from the running fiber back to the scheduler.
+void Yield() {
+  State& s = S();
+  Fiber* f = s.running;
+#if defined(TF_OPS_EMU_ASAN)
+  __sanitizer_start_switch_fiber(&fake_stack, nullptr, 0);
+#endif
+  swapcontext(&f->context, &s.scheduler);
+#if defined(TF_OPS_EMU_ASAN)
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#endif
+  current = &f->index;
+}
+
+void FiberMain() {
+  State& s = S();
+#if defined(TF_OPS_EMU_ASAN)
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
+  s.trampoline(s.closure);
+  Fiber* f = s.running;
+  f->done = true;
+  --s.live;
+  ++s.exited;
+  ++s.progress;
+  if (s.arrived > 0) {
+    Report(f, "exited while other threads of its block wait at a barrier");
+    if (s.arrived == s.live) {  // release them, as a GPU that counts exited threads would
+      s.arrived = 0;
+      ++s.barrier_generation;
+      ++s.epoch;
+    }
+  }
+#if defined(TF_OPS_EMU_ASAN)
+  __sanitizer_start_switch_fiber(nullptr, nullptr, 0);  // this fiber's stack is done with
+#endif
+  setcontext(&s.scheduler);
+}
+
+bool Synchronized(const Fiber& f, int other, uint32_t epoch, uint32_t warp_epoch) {
+  State& s = S();
+  if (other < 0 || other == f.tid || epoch != s.epoch) return true;
+  const Fiber& o = s.fibers[other];
+  return o.warp == f.warp && s.warps[f.warp].epoch > warp_epoch;
+}
+
+Region* FindRegion(const void* base) {
+  State& s = S();
+  const auto* p = static_cast<const unsigned char*>(base);
+  if (s.dynamic_region.data && p >= s.dynamic_region.data.get() &&
+      p < s.dynamic_region.data.get() + std::max<size_t>(1, s.dynamic_region.bytes)) {
+    return &s.dynamic_region;
+  }
+  for (auto& [site, region] : s.regions) {
+    if (p >= region.data.get() && p < region.data.get() + std::max<size_t>(1, region.bytes)) return &region;
+  }
+  return nullptr;
+}
+
+void Access(const void* base, size_t index, size_t count, size_t elem, const char* name, bool write) {
+  State& s = S();
+  Fiber& f = *s.running;
+  if (index >= count) {
+    Report(&f, std::string("shared memory '") + name + "' indexed at " + std::to_string(index) +
+                   ", past its " + std::to_string(count) + " elements");
+    return;
+  }
+  Region* region = FindRegion(base);
+  if (region == nullptr) return;
+  const size_t first = static_cast<const unsigned char*>(base) - region->data.get() + index * elem;
+  const uint32_t warp_epoch = s.warps[f.warp].epoch;
+  for (size_t b = first; b < first + elem; ++b) {
+    Shadow& sh = region->shadow[b];
+    if (!write && !sh.written) {
+      Report(&f, std::string("reads shared memory '") + name + "'[" + std::to_string(index) +
+                     "] that nothing wrote");
+      return;
+    }
+    if (!Synchronized(f, sh.writer, sh.write_epoch, sh.write_warp_epoch)) {
+      const Fiber& o = s.fibers[sh.writer];
+      Report(&f, std::string(write ? "writes" : "reads") + " shared memory '" + name + "'[" +
+                     std::to_string(index) + "] that thread " + Dim(o.index.thread_idx) +
+                     " wrote since the last barrier");
+      return;
+    }
+    if (write) {
+      // Another thread read it since the last barrier (two or more readers: one of them is
+      // another thread).
+      const bool read_by_other =
+          sh.reader >= 0 && (sh.many_readers ? sh.read_epoch == s.epoch
+                                             : !Synchronized(f, sh.reader, sh.read_epoch, sh.read_warp_epoch));
+      if (read_by_other) {
+        Report(&f, std::string("writes shared memory '") + name + "'[" + std::to_string(index) +
+                       "] that another thread read since the last barrier");
+        return;
+      }
+      sh.writer = f.tid, sh.write_epoch = s.epoch, sh.write_warp_epoch = warp_epoch;
+      sh.written = true;
+      sh.reader = -1, sh.many_readers = false;
+    } else if (sh.read_epoch != s.epoch || sh.reader < 0) {
+      sh.reader = f.tid, sh.read_epoch = s.epoch, sh.read_warp_epoch = warp_epoch, sh.many_readers = false;
+    } else if (sh.reader != f.tid) {
+      sh.many_readers = true;
+    }
+  }
+}
+
+void NewRegion(Region* r, size_t bytes) {
+  r->bytes = bytes;
+  r->data.reset(new unsigned char[std::max<size_t>(1, bytes)]);
+  std::memset(r->data.get(), 0xcd, std::max<size_t>(1, bytes));  // what a GPU leaves is arbitrary
+  r->shadow.assign(bytes, Shadow());
+}
+
+void RunBlock(dim3 grid, dim3 block, dim3 block_idx, std::mt19937_64& rng) {
+  State& s = S();
+  const int threads = static_cast<int>(block.x * block.y * block.z);
+  s.fibers.assign(threads, Fiber());
+  s.warps.assign((threads + 31) / 32, WarpState());
+  s.regions.clear();
+  NewRegion(&s.dynamic_region, s.dynamic_shared);
+  s.static_shared = 0;
+  s.live = threads, s.exited = 0, s.arrived = 0, s.epoch = 0, s.aborted = false;
+  while (static_cast<int>(s.stacks.size()) < threads) s.stacks.emplace_back(new char[kStackBytes]);
+  for (int t = 0; t < threads; ++t) {
+    Fiber& f = s.fibers[t];
+    f.tid = t, f.warp = t / 32, f.lane = t % 32;
+    f.index.thread_idx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+    f.index.block_idx = block_idx, f.index.block_dim = block, f.index.grid_dim = grid;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = s.stacks[t].get();
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = nullptr;
+    makecontext(&f.context, FiberMain, 0);
+  }
+  std::vector<int> order(threads);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  while (s.live > 0) {
+    const int64_t before = s.progress;
+    for (int t : order) {
+      Fiber& f = s.fibers[t];
+      if (f.done) continue;
+      s.running = &f;
+      current = &f.index;
+#if defined(TF_OPS_EMU_ASAN)
+      __sanitizer_start_switch_fiber(&fake_stack, s.stacks[t].get(), kStackBytes);
+#endif
+      swapcontext(&s.scheduler, &f.context);
+#if defined(TF_OPS_EMU_ASAN)
+      __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#endif
+      s.running = nullptr;
+    }
+    if (s.progress == before && s.live > 0) {
+      // Every live thread waits and none can go on: name where two of them wait.
+      const Fiber* a = nullptr;
+      const Fiber* b = nullptr;
+      for (const Fiber& f : s.fibers) {
+        if (f.done) continue;
+        if (a == nullptr) a = &f;
+        else if (b == nullptr && (f.file != a->file || f.line != a->line || f.wait != a->wait)) b = &f;
+      }
+      std::string what = "deadlock: threads wait at " + Site(a->file, a->line);
+      if (b != nullptr) what += " and, thread " + Dim(b->index.thread_idx) + ", at " + Site(b->file, b->line);
+      Report(a, what);
+      return;  // the fibers' stacks are reused by the next block
+    }
+  }
+}
+
+}  // namespace
+
+void SetSeed(uint64_t seed) { S().seed = seed; }
+const std::vector<std::string>& Reports() { return S().reports; }
+void ClearReports() {
+  S().reports.clear();
+  S().launches = 0;
+}
+int64_t Launches() { return S().launches; }
+unsigned LaneId() { return static_cast<unsigned>(S().running->lane); }
+
+void SyncThreads(const char* file, int line) {
+  State& s = S();
+  Fiber& f = *s.running;
+  ++s.progress;
+  if (s.exited > 0) Report(&f, "reaches the barrier at " + Site(file, line) + " after threads of its block exited");
+  f.wait = Wait::kBarrier, f.file = file, f.line = line;
+  ++s.arrived;
+  const uint64_t generation = s.barrier_generation;
+  if (s.arrived == s.live) {
+    for (const Fiber& o : s.fibers) {
+      if (!o.done && o.wait == Wait::kBarrier && (o.file != file || o.line != line)) {
+        Report(&f, "waits at the barrier at " + Site(file, line) + " while thread " +
+                       Dim(o.index.thread_idx) + " waits at " + Site(o.file, o.line));
+        break;
+      }
+    }
+    s.arrived = 0;
+    ++s.barrier_generation;
+    ++s.epoch;
+  } else {
+    while (s.barrier_generation == generation) Yield();
+  }
+  f.wait = Wait::kNone;
+}
+
+void Exchange(unsigned mask, const void* value, size_t size, const char* file, int line, uint64_t out[32]) {
+  State& s = S();
+  Fiber& f = *s.running;
+  WarpState& w = s.warps[f.warp];
+  ++s.progress;
+  f.wait = Wait::kWarp, f.file = file, f.line = line;
+  if (!(mask >> f.lane & 1u)) Report(&f, "calls a warp collective at " + Site(file, line) + " outside its mask");
+  while (w.draining) Yield();
+  if (w.arrived == 0) {
+    w.mask = mask, w.file = file, w.line = line;
+  } else if (w.mask != mask || w.file != file || w.line != line) {
+    Report(&f, "calls the warp collective at " + Site(file, line) + " while its warp is in the one at " +
+                   Site(w.file, w.line));
+  }
+  w.values[f.lane] = 0;
+  std::memcpy(&w.values[f.lane], value, size);
+  w.arrived |= 1u << f.lane;
+  while ((w.arrived & w.mask) != w.mask && !w.draining) {
+    for (int lane = 0; lane < 32; ++lane) {
+      const int tid = f.warp * 32 + lane;
+      if ((w.mask >> lane & 1u) && (tid >= static_cast<int>(s.fibers.size()) || s.fibers[tid].done)) {
+        Report(&f, "waits in a warp collective at " + Site(file, line) + " for lane " +
+                       std::to_string(lane) + ", which has exited or does not exist");
+        w.mask &= ~(1u << lane);
+      }
+    }
+    if ((w.arrived & w.mask) != w.mask) Yield();
+  }
+  if (!w.draining) {
+    w.draining = true;  // complete: the lanes are synchronized from here on
+    ++w.epoch;
+  }
+  std::memcpy(out, w.values, sizeof(w.values));
+  w.left |= 1u << f.lane;
+  if ((w.left & w.arrived) == w.arrived) {
+    w.arrived = w.left = 0;
+    w.draining = false;
+  }
+  ++s.progress;
+  f.wait = Wait::kNone;
+}
+
+void SyncWarp(unsigned mask, const char* file, int line) {
+  uint64_t all[32];
+  const uint64_t none = 0;
+  Exchange(mask, &none, sizeof(none), file, line, all);
+}
+
+void* SharedRegion(const char* file, int line, size_t bytes, bool dynamic) {
+  State& s = S();
+  if (dynamic) return s.dynamic_region.data.get();
+  auto [it, fresh] = s.regions.try_emplace({file, line});
+  if (fresh) {
+    NewRegion(&it->second, bytes);
+    s.static_shared += bytes;
+    if (s.static_shared + s.dynamic_shared > kStaticSharedLimit) {
+      Report(s.running, "uses " + std::to_string(s.static_shared + s.dynamic_shared) +
+                            " bytes of shared memory, over the 48 KiB a block may have");
+    }
+  } else if (it->second.bytes != bytes) {
+    Report(s.running, "declares the shared array at " + Site(file, line) + " with another size");
+  }
+  return it->second.data.get();
+}
+
+size_t DynamicSharedBytes() { return S().dynamic_shared; }
+
+void SharedRead(const void* base, size_t index, size_t count, size_t elem, const char* name) {
+  Access(base, index, count, elem, name, false);
+}
+void SharedWrite(const void* base, size_t index, size_t count, size_t elem, const char* name) {
+  Access(base, index, count, elem, name, true);
+}
+
+cudaError_t Run(const char* name, dim3 grid, dim3 block, size_t dynamic_shared,
+                void (*trampoline)(void*), void* closure) {
+  State& s = S();
+  s.kernel = name;
+  s.launch_reports = 0;
+  ++s.launches;
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
+      grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
+      grid.z > 65535 || dynamic_shared > kStaticSharedLimit) {
+    Report(nullptr, "launch with grid " + Dim(grid) + ", block " + Dim(block) + " and " +
+                        std::to_string(dynamic_shared) + " bytes of dynamic shared memory, which CUDA refuses");
+    return last_error = cudaErrorInvalidConfiguration;
+  }
+  s.dynamic_shared = dynamic_shared;
+  s.trampoline = trampoline, s.closure = closure;
+  std::mt19937_64 rng(s.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(s.launches));
+  const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
+  if (blocks > (uint64_t{1} << 22)) {
+    Report(nullptr, "launch of " + std::to_string(blocks) + " blocks, more than the emulator runs");
+    return last_error = cudaErrorInvalidValue;
+  }
+  std::vector<uint64_t> order(blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (uint64_t b : order) {
+    const dim3 idx(static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
+                   static_cast<unsigned>(b / (uint64_t{grid.x} * grid.y)));
+    RunBlock(grid, block, idx, rng);
+  }
+  current = nullptr;
+  return cudaSuccess;
+}
+
+}  // namespace tf_ops_emu
