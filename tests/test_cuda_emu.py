@@ -12,6 +12,8 @@ import tempfile
 
 import tensorflow as tf
 
+import core_build
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EMU = ROOT / "tests" / "cuda_emu"
 CXX = os.environ.get("CXX", "g++")
@@ -23,12 +25,6 @@ def emulator_flags(sanitize=True):
     if sanitize:
         flags += ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
     return flags
-
-
-def run(program, *args):
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
-    env.pop("LD_PRELOAD", None)
-    return subprocess.run([program, *args], capture_output=True, text=True, env=env, timeout=300)
 
 
 class CudaEmulatorTest(tf.test.TestCase):
@@ -47,14 +43,14 @@ class CudaEmulatorTest(tf.test.TestCase):
         super().tearDownClass()
 
     def _run(self, case, seed=1):
-        proc = run(self.driver, case, str(seed))
-        reports = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
-        result = re.search(r"^result (.*)$", proc.stdout, re.M)
-        return proc, reports, result.group(1).split() if result else None
+        code, output = core_build.run(self.driver, case, str(seed))
+        reports = [line for line in output.splitlines() if line.startswith("REPORT ")]
+        result = re.search(r"^result (.*)$", output, re.M)
+        return (code, output), reports, result.group(1).split() if result else None
 
     def _caught(self, case, pattern):
-        proc, reports, _ = self._run(case)
-        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        (code, output), reports, _ = self._run(case)
+        self.assertEqual(code, 0, output[-2000:])
         self.assertTrue(any(re.search(pattern, r) for r in reports), f"{case}: {reports}")
         # Every report names the kernel, the block and the thread.
         for r in reports:
@@ -63,8 +59,8 @@ class CudaEmulatorTest(tf.test.TestCase):
     def test_correct_kernels_run_without_reports(self):
         for case in ("rotate", "tiled", "shuffle_sum", "warp_synced", "ballot"):
             for seed in (1, 2, 3):
-                proc, reports, result = self._run(case, seed)
-                self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+                (code, output), reports, result = self._run(case, seed)
+                self.assertEqual(code, 0, output[-2000:])
                 self.assertEqual(reports, [], f"{case} seed {seed}")
         # Their values: the rotation, a warp's shuffle sum, the ballot of the odd lanes.
         _, _, rotate = self._run("rotate")
@@ -99,15 +95,15 @@ class CudaEmulatorTest(tf.test.TestCase):
         self._caught("warp_unsynced", r"'tile'\[\d+\] that (nothing wrote|thread .* wrote since the last barrier)")
 
     def test_launch_cuda_refuses(self):
-        proc, reports, _ = self._run("bad_launch")
-        self.assertIn("launch invalid configuration argument", proc.stdout)
+        (_, output), reports, _ = self._run("bad_launch")
+        self.assertIn("launch invalid configuration argument", output)
         self.assertTrue(any("which CUDA refuses" in r for r in reports), reports)
 
     def test_out_of_bounds_global_write(self):
-        proc, _, _ = self._run("out_of_bounds")
-        self.assertNotEqual(proc.returncode, 0)
-        self.assertIn("AddressSanitizer: heap-buffer-overflow", proc.stderr)
-        self.assertIn("WRITE of size 4", proc.stderr)
+        (code, output), _, _ = self._run("out_of_bounds")
+        self.assertNotEqual(code, 0)
+        self.assertIn("AddressSanitizer: heap-buffer-overflow", output)
+        self.assertIn("WRITE of size 4", output)
 
     def test_order_dependent_sum_differs_between_seeds(self):
         # A float sum by atomics: its value depends on the order the emulator runs threads in,

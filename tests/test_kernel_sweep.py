@@ -10,18 +10,12 @@ TF_OPS_CPU_ISA). Under TF_OPS_SANITIZE=1 (.ci/sanitize) it is built with Address
 UndefinedBehaviorSanitizer and runs the best instruction set only."""
 import concurrent.futures
 import os
-import pathlib
 import re
-import subprocess
 import tempfile
 
 import tensorflow as tf
 
-import tf_ops
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-CORE_SOURCES = ["cc/core/conv_geometry.cc", "cc/core/cpu/conv_cpu.cc", "cc/core/cpu/conv_fast.cc"]
-SANITIZE = os.environ.get("TF_OPS_SANITIZE") == "1"
+import core_build
 
 
 def available_isas():
@@ -37,41 +31,8 @@ def available_isas():
     return isas
 
 
-def build_driver(out_dir):
-    """Compiles the core and the driver with the library's own compile flags (each
-    instruction-set file with its own), the checkout's headers first."""
-    info = tf_ops.build_info()
-    flags = [f for f in info["compile_flags"] if f not in ("-fPIC", f"-I{info['source_dir']}")]
-    flags = [f"-I{ROOT}", *flags, "-Werror"]
-    if SANITIZE:
-        flags += ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
-    cxx = os.environ.get("CXX", info.get("compiler", "g++"))
-    units = [(src, []) for src in CORE_SOURCES + ["tests/cc/sweep_driver.cc"]]
-    units += list(info["microkernel_flags"].items())
-
-    def compile_unit(unit):
-        src, extra = unit
-        obj = os.path.join(out_dir, src.replace("/", "_") + ".o")
-        proc = subprocess.run([cxx, *flags, *extra, "-c", str(ROOT / src), "-o", obj],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise AssertionError(f"compiling {src} failed:\n{proc.stderr[-4000:]}")
-        return obj
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        objects = list(pool.map(compile_unit, units))
-    driver = os.path.join(out_dir, "sweep_driver")
-    subprocess.run([cxx, *objects, *(["-fsanitize=address,undefined"] if SANITIZE else []),
-                    "-lpthread", "-o", driver], check=True)
-    return driver
-
-
 def run_driver(driver, isa, *args):
-    env = dict(os.environ, TF_OPS_CPU_ISA=isa)
-    if SANITIZE:
-        env.pop("LD_PRELOAD", None)  # the driver links its own sanitizer runtimes
-    proc = subprocess.run([driver, *args], capture_output=True, text=True, env=env, timeout=1800)
-    return proc.returncode, proc.stdout + proc.stderr
+    return core_build.run(driver, *args, env=dict(os.environ, TF_OPS_CPU_ISA=isa))
 
 
 class KernelSweepTest(tf.test.TestCase):
@@ -80,7 +41,7 @@ class KernelSweepTest(tf.test.TestCase):
     def setUpClass(cls):
         super().setUpClass()
         cls._tmp = tempfile.TemporaryDirectory()
-        cls.driver = build_driver(cls._tmp.name)
+        cls.driver = core_build.build(cls._tmp.name, "sweep_driver", [("tests/cc/sweep_driver.cc", [])])
 
     @classmethod
     def tearDownClass(cls):
@@ -89,7 +50,7 @@ class KernelSweepTest(tf.test.TestCase):
 
     def test_every_space_on_every_instruction_set(self):
         isas = available_isas()
-        if SANITIZE:
+        if core_build.SANITIZE:
             isas = isas[-1:]
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             results = dict(zip(isas, pool.map(lambda isa: run_driver(self.driver, isa), isas)))

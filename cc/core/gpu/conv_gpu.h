@@ -1,0 +1,52 @@
+// CUDA convolution kernels: the three directions of conv_cpu.h on a GPU, over the same
+// ConvGeometry, for half, bfloat16, float, double and int32 (half and bfloat16 accumulate in
+// float, int32 wraps modulo 2**32 as on CPU).
+//
+// TF-free, and free of CUDA headers, so that g++-compiled glue can call it: the stream is
+// CUDA's `cudaStream_t` (a CUstream_st*), the tensors are device pointers of the given type
+// (activations in `layout`, filters [KH, KW, FI, K]).
+//
+// Every output element is summed by one thread in an order fixed by the geometry (the filter
+// gradient's reduction is split into a fixed number of slices by the geometry alone, added in
+// order), so results are bitwise the same on every run. Backprop input runs one launch per
+// stride-residue class of input pixels, through the filter taps that reach that class only: no
+// multiply touches an inserted zero. Index arithmetic is 64-bit.
+#ifndef TF_OPS_CC_CORE_GPU_CONV_GPU_H_
+#define TF_OPS_CC_CORE_GPU_CONV_GPU_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "cc/core/conv_geometry.h"
+
+struct CUstream_st;
+
+namespace tf_ops {
+namespace gpu {
+
+enum class Dtype { kHalf, kBFloat16, kFloat, kDouble, kInt32 };
+
+using Stream = CUstream_st*;
+
+// Device memory for a launch's temporaries (`bytes` of it, valid until the stream has run
+// the launch's work), or null where it cannot be had (the kernels then use none).
+using WorkspaceFn = std::function<void*(int64_t bytes)>;
+
+// Each returns "" once the work is queued on `stream`, or an error message (a launch that
+// failed, a grid larger than CUDA allows).
+std::string ConvForward(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
+                        const void* w, void* y, Stream stream, const WorkspaceFn& workspace);
+
+std::string ConvBackpropInput(Dtype dtype, const ConvGeometry& g, Layout layout, const void* w,
+                              const void* dy, void* dx, Stream stream,
+                              const WorkspaceFn& workspace);
+
+std::string ConvBackpropFilter(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
+                               const void* dy, void* dw, Stream stream,
+                               const WorkspaceFn& workspace);
+
+}  // namespace gpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_GPU_CONV_GPU_H_

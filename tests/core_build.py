@@ -1,0 +1,50 @@
+"""Building TF-free test programs from the core (cc/core) with the flags the installed library
+was built with: each instruction-set file with its own flags, the checkout's headers first,
+warnings as errors. Under TF_OPS_SANITIZE=1 (.ci/sanitize), or when asked, with
+AddressSanitizer and UndefinedBehaviorSanitizer."""
+import concurrent.futures
+import os
+import pathlib
+import subprocess
+
+import tf_ops
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORE_SOURCES = ["cc/core/conv_geometry.cc", "cc/core/cpu/conv_cpu.cc", "cc/core/cpu/conv_fast.cc"]
+SANITIZE = os.environ.get("TF_OPS_SANITIZE") == "1"
+SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+
+
+def build(out_dir, name, sources, extra_flags=(), sanitize=SANITIZE):
+    """Links the core, the micro-kernels and `sources` ([(path, per-file flags)], paths from
+    the checkout root) into out_dir/name; returns its path."""
+    info = tf_ops.build_info()
+    flags = [f for f in info["compile_flags"] if f not in ("-fPIC", f"-I{info['source_dir']}")]
+    flags = [f"-I{ROOT}", *flags, "-Werror", *extra_flags, *(SANITIZER_FLAGS if sanitize else [])]
+    cxx = os.environ.get("CXX", info.get("compiler", "g++"))
+    units = [(src, []) for src in CORE_SOURCES] + list(info["microkernel_flags"].items()) + list(sources)
+
+    def compile_unit(unit):
+        src, extra = unit
+        obj = os.path.join(out_dir, src.replace("/", "_") + ".o")
+        proc = subprocess.run([cxx, *flags, *extra, "-c", str(ROOT / src), "-o", obj],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise AssertionError(f"compiling {src} failed:\n{proc.stderr[-4000:]}")
+        return obj
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        objects = list(pool.map(compile_unit, units))
+    program = os.path.join(out_dir, name)
+    subprocess.run([cxx, *objects, *(SANITIZER_FLAGS[:1] if sanitize else []), "-lpthread", "-o", program],
+                   check=True)
+    return program
+
+
+def run(program, *args, env=None, timeout=1800):
+    """Runs a program built here; (exit status, stdout + stderr). A sanitized program carries
+    its own runtimes, so a preloaded one (.ci/sanitize's, for Python) is dropped."""
+    env = dict(os.environ if env is None else env, ASAN_OPTIONS="detect_leaks=0")
+    env.pop("LD_PRELOAD", None)
+    proc = subprocess.run([program, *args], capture_output=True, text=True, env=env, timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr

@@ -1,0 +1,231 @@
+// The emulated parity sweep of the CUDA kernels (cc/core/gpu/conv_gpu.cu, compiled by the host
+// compiler with -DTF_OPS_CUDA_EMU): every direction, every element type, over the feature
+// matrix (layouts, unequal strides, dilations, every padding, groups, depth multipliers,
+// classes no filter tap reaches, several tiles in each GEMM dimension, filter-gradient slices,
+// empty operands), each run under three scheduling seeds:
+//   - bitwise the same result under every seed, and no emulator report;
+//   - floating types against the direct loops in float64 with the bound of the CPU sweep,
+//     |gpu - exact| <= (2 n u_acc + u) sum |products| (+ 2**-25 for float16), and against the
+//     CPU kernels within the sum of both bounds; int32 (wrapping) equal to the CPU's.
+// Usage: gpu_sweep [--seeds N]. Exit status 0 when every check held.
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "Eigen/Core"
+#include "cc/core/conv_geometry.h"
+#include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/gpu/conv_gpu.h"
+#include "cuda_emu.h"
+
+namespace tf_ops {
+namespace {
+
+using gpu::Dtype;
+
+struct Spec {
+  const char* what;
+  Layout layout;
+  int64_t batch, rows, cols, depth, kh, kw, fi, k;
+  ConvAttrs attrs;
+};
+
+ConvAttrs Attrs(int64_t sh, int64_t sw, int64_t dh, int64_t dw, Padding padding, int64_t pt = 0,
+                int64_t pb = 0, int64_t pl = 0, int64_t pr = 0) {
+  ConvAttrs a;
+  a.stride_rows = sh, a.stride_cols = sw, a.dilation_rows = dh, a.dilation_cols = dw;
+  a.padding = padding, a.pad_top = pt, a.pad_bottom = pb, a.pad_left = pl, a.pad_right = pr;
+  return a;
+}
+
+std::vector<Spec> Specs() {
+  const Layout nhwc = Layout::kNHWC, nchw = Layout::kNCHW;
+  const ConvAttrs same = Attrs(1, 1, 1, 1, Padding::kSame);
+  std::vector<Spec> specs = {
+      {"3x3 SAME", nhwc, 2, 5, 6, 3, 3, 3, 3, 4, same},
+      {"3x3 SAME, NCHW", nchw, 2, 5, 6, 3, 3, 3, 3, 4, same},
+      {"strides (2, 3), dilations (1, 2), VALID", nhwc, 2, 7, 9, 4, 2, 3, 4, 5, Attrs(2, 3, 1, 2, Padding::kValid)},
+      {"explicit pads, strides (2, 1), dilations (2, 1), NCHW", nchw, 1, 6, 7, 2, 3, 2, 2, 3,
+       Attrs(2, 1, 2, 1, Padding::kExplicit, 1, 2, 0, 3)},
+      {"2 groups, stride 2", nhwc, 2, 6, 5, 4, 3, 3, 2, 6, Attrs(2, 2, 1, 1, Padding::kSame)},
+      {"3 groups, dilation 2, NCHW", nchw, 1, 7, 6, 6, 3, 2, 2, 3, Attrs(1, 1, 2, 2, Padding::kSame)},
+      {"depthwise, stride 2, dilation 2", nhwc, 2, 7, 8, 5, 3, 3, 1, 5, Attrs(2, 2, 2, 2, Padding::kSame)},
+      {"depth multiplier 3, NCHW", nchw, 1, 5, 6, 3, 3, 3, 1, 9, Attrs(1, 2, 1, 1, Padding::kValid)},
+      {"1x1, stride 3: classes no tap reaches", nhwc, 2, 7, 7, 3, 1, 1, 3, 2, Attrs(3, 3, 1, 1, Padding::kValid)},
+      {"4x4, dilation 3, stride 2 on a 5x5 input", nhwc, 1, 5, 5, 2, 4, 4, 2, 3, Attrs(2, 2, 3, 3, Padding::kSame)},
+      {"70 output channels, 81 pixels: two tiles in M and N", nhwc, 1, 9, 9, 3, 3, 3, 3, 70, same},
+      {"70 input channels: two column tiles of backprop input", nchw, 1, 5, 5, 70, 3, 3, 70, 3, same},
+      {"2 x 32 x 33 pixels: filter-gradient slices", nhwc, 2, 32, 33, 2, 3, 3, 2, 3, same},
+      {"batch 0", nhwc, 0, 5, 5, 2, 3, 3, 2, 3, same},
+      {"no input channels", nhwc, 1, 4, 4, 0, 3, 3, 1, 2, same},
+      {"no output channels", nchw, 1, 4, 4, 2, 3, 3, 2, 0, same},
+  };
+  return specs;
+}
+
+template <typename T>
+struct Info;
+template <>
+struct Info<Eigen::half> {
+  static constexpr Dtype dtype = Dtype::kHalf;
+  static constexpr const char* name = "float16";
+  static constexpr double unit = 0x1p-11, acc = 0x1p-24, floor = 0x1p-25;
+};
+template <>
+struct Info<Eigen::bfloat16> {
+  static constexpr Dtype dtype = Dtype::kBFloat16;
+  static constexpr const char* name = "bfloat16";
+  static constexpr double unit = 0x1p-8, acc = 0x1p-24, floor = 0;
+};
+template <>
+struct Info<float> {
+  static constexpr Dtype dtype = Dtype::kFloat;
+  static constexpr const char* name = "float32";
+  static constexpr double unit = 0x1p-24, acc = 0x1p-24, floor = 0;
+};
+template <>
+struct Info<double> {
+  static constexpr Dtype dtype = Dtype::kDouble;
+  static constexpr const char* name = "float64";
+  static constexpr double unit = 0x1p-53, acc = 0x1p-53, floor = 0;
+};
+template <>
+struct Info<int32_t> {
+  static constexpr Dtype dtype = Dtype::kInt32;
+  static constexpr const char* name = "int32";
+  static constexpr double unit = 0, acc = 0, floor = 0;
+};
+
+int64_t failures = 0, runs = 0, reports = 0;
+int seeds = 3;
+
+void Fail(const Spec& s, const char* direction, const char* type, const std::string& what) {
+  if (++failures <= 30) std::printf("FAIL %s %s [%s]: %s\n", direction, type, s.what, what.c_str());
+}
+
+enum Direction { kForward, kInput, kFilter };
+
+template <typename T>
+void Run(const Spec& s, const ConvGeometry& g, Direction dir, uint64_t seed) {
+  const char* names[] = {"forward", "backprop input", "backprop filter"};
+  const char* direction = names[dir];
+  std::mt19937_64 rng(seed);
+  const auto make = [&](int64_t n) {
+    std::vector<T> v(n);
+    for (T& e : v) {
+      if constexpr (std::is_same_v<T, int32_t>) {
+        e = static_cast<int32_t>(rng() % (1u << 21)) - (1 << 20);  // products wrap modulo 2**32
+      } else {
+        e = static_cast<T>(static_cast<float>(std::uniform_real_distribution<double>(-1, 1)(rng)));
+      }
+    }
+    return v;
+  };
+  const std::vector<T> x = make(g.input_elements()), w = make(g.filter_elements()), dy = make(g.output_elements());
+  const int64_t size = dir == kForward ? g.output_elements() : dir == kInput ? g.input_elements() : g.filter_elements();
+  const gpu::WorkspaceFn workspace = [](int64_t bytes) -> void* {
+    static std::vector<std::vector<char>>* kept = new std::vector<std::vector<char>>;
+    kept->emplace_back(static_cast<size_t>(bytes));
+    return kept->back().data();
+  };
+  // The GPU result under each seed.
+  std::vector<T> first;
+  for (int sd = 1; sd <= seeds; ++sd) {
+    ++runs;
+    tf_ops_emu::SetSeed(static_cast<uint64_t>(sd));
+    tf_ops_emu::ClearReports();
+    std::vector<T> out(size, static_cast<T>(77));
+    std::string err;
+    if (dir == kForward) err = gpu::ConvForward(Info<T>::dtype, g, s.layout, x.data(), w.data(), out.data(), nullptr, workspace);
+    if (dir == kInput) err = gpu::ConvBackpropInput(Info<T>::dtype, g, s.layout, w.data(), dy.data(), out.data(), nullptr, workspace);
+    if (dir == kFilter) err = gpu::ConvBackpropFilter(Info<T>::dtype, g, s.layout, x.data(), dy.data(), out.data(), nullptr, workspace);
+    if (!err.empty()) return Fail(s, direction, Info<T>::name, err);
+    for (const std::string& r : tf_ops_emu::Reports()) {
+      ++reports;
+      Fail(s, direction, Info<T>::name, "emulator: " + r);
+    }
+    if (sd == 1) {
+      first = out;
+    } else if (size > 0 && std::memcmp(first.data(), out.data(), size * sizeof(T)) != 0) {
+      return Fail(s, direction, Info<T>::name, "results differ between scheduling seeds 1 and " + std::to_string(sd));
+    }
+  }
+  // The CPU kernels' result.
+  std::vector<T> cpu_out(size);
+  if (dir == kForward) cpu::ConvForward<T>(g, s.layout, x.data(), w.data(), cpu_out.data(), cpu::SerialFor);
+  if (dir == kInput) cpu::ConvBackpropInput<T>(g, s.layout, w.data(), dy.data(), cpu_out.data(), cpu::SerialFor);
+  if (dir == kFilter) cpu::ConvBackpropFilter<T>(g, s.layout, x.data(), dy.data(), cpu_out.data(), cpu::SerialFor);
+  if constexpr (std::is_same_v<T, int32_t>) {
+    if (size > 0 && std::memcmp(first.data(), cpu_out.data(), size * sizeof(T)) != 0) {
+      Fail(s, direction, Info<T>::name, "differs from the CPU kernels");
+    }
+  } else {
+    const auto exact = [](const std::vector<T>& v, bool absolute) {
+      std::vector<double> out(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        const double e = static_cast<double>(v[i]);
+        out[i] = absolute ? std::fabs(e) : e;
+      }
+      return out;
+    };
+    std::vector<double> ref(size), abs_ref(size);
+    for (bool absolute : {false, true}) {
+      const std::vector<double> xd = exact(x, absolute), wd = exact(w, absolute), dyd = exact(dy, absolute);
+      double* out = absolute ? abs_ref.data() : ref.data();
+      if (dir == kForward) cpu::DirectConvForward<double>(g, s.layout, xd.data(), wd.data(), out, cpu::SerialFor);
+      if (dir == kInput) cpu::DirectConvBackpropInput<double>(g, s.layout, wd.data(), dyd.data(), out, cpu::SerialFor);
+      if (dir == kFilter) cpu::DirectConvBackpropFilter<double>(g, s.layout, xd.data(), dyd.data(), out, cpu::SerialFor);
+    }
+    const int64_t taps = g.filter_rows * g.filter_cols;
+    const int64_t n = dir == kForward ? taps * g.filter_in_depth
+                                      : dir == kInput ? taps * g.out_depth_per_group() : g.batch * g.out_rows * g.out_cols;
+    const double gamma = 2.0 * static_cast<double>(n) * Info<T>::acc + Info<T>::unit;
+    for (int64_t i = 0; i < size; ++i) {
+      const double bound = gamma * abs_ref[i] + Info<T>::floor;
+      const double got = static_cast<double>(first[i]), cpu_value = static_cast<double>(cpu_out[i]);
+      if (!(std::fabs(got - ref[i]) <= bound) || !(std::fabs(got - cpu_value) <= 2 * bound)) {
+        char buf[256];
+        std::snprintf(buf, sizeof(buf), "element %" PRId64 ": gpu %.9g, exact %.9g, cpu %.9g, bound %.3g", i, got,
+                      ref[i], cpu_value, bound);
+        return Fail(s, direction, Info<T>::name, buf);
+      }
+    }
+  }
+}
+
+int Main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) seeds = std::atoi(argv[++i]);
+  }
+  int64_t cases = 0;
+  for (const Spec& s : Specs()) {
+    ConvGeometry g;
+    const std::string err = MakeConvGeometry(s.batch, s.rows, s.cols, s.depth, s.kh, s.kw, s.fi, s.k, s.attrs, &g);
+    if (!err.empty()) {
+      std::printf("FAIL [%s]: not a geometry: %s\n", s.what, err.c_str());
+      ++failures;
+      continue;
+    }
+    ++cases;
+    const uint64_t seed = 1000 + cases;
+    for (Direction dir : {kForward, kInput, kFilter}) {
+      Run<Eigen::half>(s, g, dir, seed);
+      Run<Eigen::bfloat16>(s, g, dir, seed);
+      Run<float>(s, g, dir, seed);
+      Run<double>(s, g, dir, seed);
+      if (dir != kFilter) Run<int32_t>(s, g, dir, seed);  // int32 is declared for these two only
+    }
+  }
+  std::printf("cases %" PRId64 " runs %" PRId64 " seeds %d reports %" PRId64 " failures %" PRId64 "\n", cases, runs,
+              seeds, reports, failures);
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace tf_ops
+
+int main(int argc, char** argv) { return tf_ops::Main(argc, argv); }
