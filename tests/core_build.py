@@ -15,11 +15,40 @@ SANITIZE = os.environ.get("TF_OPS_SANITIZE") == "1"
 SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 
 
+def available_isas():
+    """The instruction sets of the CPU micro-kernels this processor runs, narrowest first (the
+    values of TF_OPS_CPU_ISA that change something here)."""
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    isas = ["generic"]
+    if all(f in flags for f in (" avx2", " fma", " f16c")):
+        isas.append("avx2")
+    if all(f in flags for f in (" avx512f", " avx512vl", " avx512bw", " avx512dq")):
+        isas.append("avx512")
+        if " avx512_bf16" in flags:
+            isas.append("avx512_bf16")
+    return isas
+
+
+def _recorded_flags(info):
+    """The library's compile flags without -fPIC, its checkout's -I, and its TensorFlow
+    include directory: an isolated pip build compiled against a temporary copy of TensorFlow
+    that is gone now, so the running TensorFlow's headers (the same version: the library
+    loaded) take its place."""
+    flags, recorded = [], iter(info["compile_flags"])
+    for flag in recorded:
+        if flag == "-isystem":
+            next(recorded)
+        elif flag not in ("-fPIC", f"-I{info['source_dir']}"):
+            flags.append(flag)
+    import tensorflow as tf
+    return flags + ["-isystem", tf.sysconfig.get_include()]
+
+
 def build(out_dir, name, sources, extra_flags=(), sanitize=SANITIZE):
     """Links the core, the micro-kernels and `sources` ([(path, per-file flags)], paths from
     the checkout root) into out_dir/name; returns its path."""
     info = tf_ops.build_info()
-    flags = [f for f in info["compile_flags"] if f not in ("-fPIC", f"-I{info['source_dir']}")]
+    flags = _recorded_flags(info)
     flags = [f"-I{ROOT}", *flags, "-Werror", *extra_flags, *(SANITIZER_FLAGS if sanitize else [])]
     cxx = os.environ.get("CXX", info.get("compiler", "g++"))
     units = [(src, []) for src in CORE_SOURCES] + list(info["microkernel_flags"].items()) + list(sources)

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 import common
+import core_build
 import tf_ops
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -176,15 +177,7 @@ class FastKernelsTest(tf.test.TestCase):
             "                if err > common.TOLERANCE[dtype]:\n"
             "                    sys.exit(f'{err} {common.describe(kind, cfg, dtype)}')\n"
             "print('ok')\n")
-        available = ["generic"]
-        flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-        if all(f in flags for f in (" avx2", " fma", " f16c")):
-            available.append("avx2")
-        if all(f in flags for f in (" avx512f", " avx512vl", " avx512bw", " avx512dq")):
-            available.append("avx512")
-            if " avx512_bf16" in flags:
-                available.append("avx512_bf16")
-        for isa in available:
+        for isa in core_build.available_isas():
             env = dict(os.environ, TF_OPS_CPU_ISA=isa, TF_CPP_MIN_LOG_LEVEL="2")
             proc = subprocess.run([sys.executable, "-c", script], cwd=str(HERE), env=env,
                                   capture_output=True, text=True, timeout=600)

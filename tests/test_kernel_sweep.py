@@ -18,19 +18,6 @@ import tensorflow as tf
 import core_build
 
 
-def available_isas():
-    """The instruction sets of the micro-kernels this processor runs, narrowest first."""
-    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    isas = ["generic"]
-    if all(f in flags for f in (" avx2", " fma", " f16c")):
-        isas.append("avx2")
-    if all(f in flags for f in (" avx512f", " avx512vl", " avx512bw", " avx512dq")):
-        isas.append("avx512")
-        if " avx512_bf16" in flags:
-            isas.append("avx512_bf16")
-    return isas
-
-
 def run_driver(driver, isa, *args):
     return core_build.run(driver, *args, env=dict(os.environ, TF_OPS_CPU_ISA=isa))
 
@@ -49,7 +36,7 @@ class KernelSweepTest(tf.test.TestCase):
         super().tearDownClass()
 
     def test_every_space_on_every_instruction_set(self):
-        isas = available_isas()
+        isas = core_build.available_isas()
         if core_build.SANITIZE:
             isas = isas[-1:]
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -68,7 +55,7 @@ class KernelSweepTest(tf.test.TestCase):
     def test_driver_reports_a_wrong_result(self):
         # The sweep's checks can fail: a fast kernel that drops a filter column (through the
         # driver's planted fault) is reported, with the geometry.
-        code, out = run_driver(self.driver, available_isas()[-1], "--space", "columns",
+        code, out = run_driver(self.driver, core_build.available_isas()[-1], "--space", "columns",
                                "--plant-fault")
         self.assertEqual(code, 1, out[-2000:])
         self.assertRegex(out, r"FAIL backprop input float32 \[columns merged\] NHWC x\[")
