@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -41,6 +42,16 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
   return cudaSuccess;
 }
 
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  *p = std::malloc(bytes == 0 ? 1 : bytes);
+  return *p == nullptr ? (last_error = cudaErrorInvalidValue) : cudaSuccess;
+}
+
+cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, int, cudaStream_t) {
   if (bytes > 0 && (dst == nullptr || src == nullptr)) return last_error = cudaErrorInvalidValue;
   if (bytes > 0) std::memmove(dst, src, bytes);
@@ -50,6 +61,13 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, int, cudaS
 namespace tf_ops_emu {
 
 ThreadIndex* current = nullptr;
+
+struct Shadow;
+struct Region {
+  size_t bytes = 0;
+  std::unique_ptr<unsigned char[]> data;
+  std::vector<Shadow> shadow;
+};
 
 namespace {
 
@@ -73,6 +91,8 @@ struct Fiber {
   int line = 0;
 };
 
+}  // namespace
+
 // Shadow state of one byte of shared memory.
 struct Shadow {
   int32_t writer = -1;       // thread that last wrote it
@@ -84,11 +104,8 @@ struct Shadow {
   bool written = false;
 };
 
-struct Region {
-  size_t bytes = 0;
-  std::unique_ptr<unsigned char[]> data;
-  std::vector<Shadow> shadow;
-};
+namespace {
+
 
 struct WarpState {
   uint32_t epoch = 0;  // completed __syncwarp / collectives
@@ -113,7 +130,7 @@ struct State {
   std::vector<Fiber> fibers;
   std::vector<std::unique_ptr<char[]>> stacks;
   std::vector<WarpState> warps;
-  std::map<std::pair<const char*, int>, Region> regions;
+  std::map<std::pair<const char*, int>, std::unique_ptr<Region>> regions;
   Region dynamic_region;
   size_t static_shared = 0;
   int live = 0, exited = 0, arrived = 0;
@@ -197,44 +214,29 @@ bool Synchronized(const Fiber& f, int other, uint32_t epoch, uint32_t warp_epoch
   return o.warp == f.warp && s.warps[f.warp].epoch > warp_epoch;
 }
 
-Region* FindRegion(const void* base) {
-  State& s = S();
-  const auto* p = static_cast<const unsigned char*>(base);
-  if (s.dynamic_region.data && p >= s.dynamic_region.data.get() &&
-      p < s.dynamic_region.data.get() + std::max<size_t>(1, s.dynamic_region.bytes)) {
-    return &s.dynamic_region;
-  }
-  for (auto& [site, region] : s.regions) {
-    if (p >= region.data.get() && p < region.data.get() + std::max<size_t>(1, region.bytes)) return &region;
-  }
-  return nullptr;
-}
-
-void Access(const void* base, size_t index, size_t count, size_t elem, const char* name, bool write) {
+bool Access(Region* region, size_t index, size_t count, size_t elem, const char* name, bool write) {
   State& s = S();
   Fiber& f = *s.running;
   if (index >= count) {
     Report(&f, std::string("shared memory '") + name + "' indexed at " + std::to_string(index) +
                    ", past its " + std::to_string(count) + " elements");
-    return;
+    return false;
   }
-  Region* region = FindRegion(base);
-  if (region == nullptr) return;
-  const size_t first = static_cast<const unsigned char*>(base) - region->data.get() + index * elem;
+  const size_t first = index * elem;
   const uint32_t warp_epoch = s.warps[f.warp].epoch;
   for (size_t b = first; b < first + elem; ++b) {
     Shadow& sh = region->shadow[b];
     if (!write && !sh.written) {
       Report(&f, std::string("reads shared memory '") + name + "'[" + std::to_string(index) +
                      "] that nothing wrote");
-      return;
+      return true;
     }
     if (!Synchronized(f, sh.writer, sh.write_epoch, sh.write_warp_epoch)) {
       const Fiber& o = s.fibers[sh.writer];
       Report(&f, std::string(write ? "writes" : "reads") + " shared memory '" + name + "'[" +
                      std::to_string(index) + "] that thread " + Dim(o.index.thread_idx) +
                      " wrote since the last barrier");
-      return;
+      return true;
     }
     if (write) {
       // Another thread read it since the last barrier (two or more readers: one of them is
@@ -245,7 +247,7 @@ void Access(const void* base, size_t index, size_t count, size_t elem, const cha
       if (read_by_other) {
         Report(&f, std::string("writes shared memory '") + name + "'[" + std::to_string(index) +
                        "] that another thread read since the last barrier");
-        return;
+        return true;
       }
       sh.writer = f.tid, sh.write_epoch = s.epoch, sh.write_warp_epoch = warp_epoch;
       sh.written = true;
@@ -256,6 +258,7 @@ void Access(const void* base, size_t index, size_t count, size_t elem, const cha
       sh.many_readers = true;
     }
   }
+  return true;
 }
 
 void NewRegion(Region* r, size_t bytes) {
@@ -406,30 +409,29 @@ void SyncWarp(unsigned mask, const char* file, int line) {
   Exchange(mask, &none, sizeof(none), file, line, all);
 }
 
-void* SharedRegion(const char* file, int line, size_t bytes, bool dynamic) {
+Region* SharedRegion(const char* file, int line, size_t bytes, bool dynamic) {
   State& s = S();
-  if (dynamic) return s.dynamic_region.data.get();
+  if (dynamic) return &s.dynamic_region;
   auto [it, fresh] = s.regions.try_emplace({file, line});
   if (fresh) {
-    NewRegion(&it->second, bytes);
+    it->second.reset(new Region);
+    NewRegion(it->second.get(), bytes);
     s.static_shared += bytes;
     if (s.static_shared + s.dynamic_shared > kStaticSharedLimit) {
       Report(s.running, "uses " + std::to_string(s.static_shared + s.dynamic_shared) +
                             " bytes of shared memory, over the 48 KiB a block may have");
     }
-  } else if (it->second.bytes != bytes) {
+  } else if (it->second->bytes != bytes) {
     Report(s.running, "declares the shared array at " + Site(file, line) + " with another size");
   }
-  return it->second.data.get();
+  return it->second.get();
 }
 
-size_t DynamicSharedBytes() { return S().dynamic_shared; }
+void* RegionData(Region* region) { return region->data.get(); }
+size_t RegionBytes(Region* region) { return region->bytes; }
 
-void SharedRead(const void* base, size_t index, size_t count, size_t elem, const char* name) {
-  Access(base, index, count, elem, name, false);
-}
-void SharedWrite(const void* base, size_t index, size_t count, size_t elem, const char* name) {
-  Access(base, index, count, elem, name, true);
+bool SharedAccess(Region* region, size_t index, size_t count, size_t elem, const char* name, bool write) {
+  return Access(region, index, count, elem, name, write);
 }
 
 cudaError_t Run(const char* name, dim3 grid, dim3 block, size_t dynamic_shared,

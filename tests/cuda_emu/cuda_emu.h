@@ -53,6 +53,8 @@ cudaError_t cudaGetLastError();
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream = nullptr);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, int kind, cudaStream_t stream = nullptr);
 constexpr int cudaMemcpyDeviceToDevice = 3;
+cudaError_t cudaMalloc(void** p, size_t bytes);  // host memory: device memory is host memory here
+cudaError_t cudaFree(void* p);
 
 namespace tf_ops_emu {
 
@@ -77,32 +79,39 @@ void SyncWarp(unsigned mask, const char* file, int line);
 void Exchange(unsigned mask, const void* value, size_t size, const char* file, int line, uint64_t out[32]);
 unsigned LaneId();
 
-// Shared memory: the block's region for a declaration site, sized in elements.
-void* SharedRegion(const char* file, int line, size_t bytes, bool dynamic);
-size_t DynamicSharedBytes();
-// Checked accesses to shared memory (element-granular shadow state).
-void SharedRead(const void* base, size_t index, size_t count, size_t elem, const char* name);
-void SharedWrite(const void* base, size_t index, size_t count, size_t elem, const char* name);
+// Shared memory: the block's region for a declaration site (static: `bytes` of it; dynamic:
+// the launch's), and its bytes.
+struct Region;
+Region* SharedRegion(const char* file, int line, size_t bytes, bool dynamic);
+void* RegionData(Region* region);
+size_t RegionBytes(Region* region);
+// Checked access to elements [index * elem, (index + 1) * elem) of a region of `count`
+// elements (element-granular shadow state); false where the index is out of bounds.
+bool SharedAccess(Region* region, size_t index, size_t count, size_t elem, const char* name, bool write);
 
 template <typename T>
 class SharedRef {
  public:
-  SharedRef(T* base, size_t index, size_t count, const char* name)
-      : base_(base), index_(index), count_(count), name_(name) {}
+  SharedRef(Region* region, size_t index, size_t count, const char* name)
+      : region_(region), index_(index), count_(count), name_(name) {}
   operator T() const {
-    SharedRead(base_, index_, count_, sizeof(T), name_);
-    return base_[index_ < count_ ? index_ : 0];
+    T v{};
+    if (SharedAccess(region_, index_, count_, sizeof(T), name_, false)) {
+      std::memcpy(&v, static_cast<unsigned char*>(RegionData(region_)) + index_ * sizeof(T), sizeof(T));
+    }
+    return v;
   }
   SharedRef& operator=(const T& v) {
-    SharedWrite(base_, index_, count_, sizeof(T), name_);
-    if (index_ < count_) base_[index_] = v;
+    if (SharedAccess(region_, index_, count_, sizeof(T), name_, true)) {
+      std::memcpy(static_cast<unsigned char*>(RegionData(region_)) + index_ * sizeof(T), &v, sizeof(T));
+    }
     return *this;
   }
   SharedRef& operator=(const SharedRef& other) { return *this = static_cast<T>(other); }
   SharedRef& operator+=(const T& v) { return *this = static_cast<T>(*this) + v; }
 
  private:
-  T* base_;
+  Region* region_;
   size_t index_, count_;
   const char* name_;
 };
@@ -110,12 +119,13 @@ class SharedRef {
 template <typename T>
 class SharedArray {
  public:
-  SharedArray(T* base, size_t count, const char* name) : base_(base), count_(count), name_(name) {}
-  SharedRef<T> operator[](size_t i) const { return SharedRef<T>(base_, i, count_, name_); }
+  SharedArray(Region* region, const char* name)
+      : region_(region), count_(RegionBytes(region) / sizeof(T)), name_(name) {}
+  SharedRef<T> operator[](size_t i) const { return SharedRef<T>(region_, i, count_, name_); }
   size_t size() const { return count_; }
 
  private:
-  T* base_;
+  Region* region_;
   size_t count_;
   const char* name_;
 };

@@ -93,6 +93,17 @@ Sizes ToSizes(const ConvGeometry& g) {
           g.pad_left};
 }
 
+// The input value filter tap (kh, kw) of output pixel (n, oh, ow) reads in channel c, or zero
+// in the padding: what the forward and filter-gradient problems multiply.
+template <typename T>
+__device__ __forceinline__ typename Elem<T>::Acc InputAt(const T* x, const Sizes& s, const Strides& xs, int64_t n,
+                                                         int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t c) {
+  const int64_t ih = oh * s.stride_rows - s.pad_top + kh * s.dilation_rows;
+  const int64_t iw = ow * s.stride_cols - s.pad_left + kw * s.dilation_cols;
+  if (ih < 0 || ih >= s.in_rows || iw < 0 || iw >= s.in_cols) return typename Elem<T>::Acc(0);
+  return Elem<T>::Load(x[n * xs.n + ih * xs.h + iw * xs.w + c * xs.c]);
+}
+
 template <typename T>
 struct ForwardProblem {
   using Acc = typename Elem<T>::Acc;
@@ -107,10 +118,7 @@ struct ForwardProblem {
   __device__ Acc A(int64_t grp, int64_t m, int64_t r) const {
     const int64_t ow = m % s.out_cols, oh = m / s.out_cols % s.out_rows, n = m / (s.out_cols * s.out_rows);
     const int64_t ci = r % s.fi, kw = r / s.fi % s.filter_cols, kh = r / (s.fi * s.filter_cols);
-    const int64_t ih = oh * s.stride_rows - s.pad_top + kh * s.dilation_rows;
-    const int64_t iw = ow * s.stride_cols - s.pad_left + kw * s.dilation_cols;
-    if (ih < 0 || ih >= s.in_rows || iw < 0 || iw >= s.in_cols) return Acc(0);
-    return Elem<T>::Load(x[n * xs.n + ih * xs.h + iw * xs.w + (grp * s.fi + ci) * xs.c]);
+    return InputAt(x, s, xs, n, oh, ow, kh, kw, grp * s.fi + ci);
   }
   __device__ Acc B(int64_t grp, int64_t r, int64_t col) const {
     return Elem<T>::Load(w[r * s.k + grp * s.kg + col]);
@@ -201,10 +209,7 @@ struct FilterProblem {
     const int64_t grp = z / slices;
     const int64_t ci = m % s.fi, kw = m / s.fi % s.filter_cols, kh = m / (s.fi * s.filter_cols);
     const int64_t ow = r % s.out_cols, oh = r / s.out_cols % s.out_rows, n = r / (s.out_cols * s.out_rows);
-    const int64_t ih = oh * s.stride_rows - s.pad_top + kh * s.dilation_rows;
-    const int64_t iw = ow * s.stride_cols - s.pad_left + kw * s.dilation_cols;
-    if (ih < 0 || ih >= s.in_rows || iw < 0 || iw >= s.in_cols) return Acc(0);
-    return Elem<T>::Load(x[n * xs.n + ih * xs.h + iw * xs.w + (grp * s.fi + ci) * xs.c]);
+    return InputAt(x, s, xs, n, oh, ow, kh, kw, grp * s.fi + ci);
   }
   __device__ Acc B(int64_t z, int64_t r, int64_t col) const {
     const int64_t grp = z / slices;

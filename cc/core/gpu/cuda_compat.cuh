@@ -18,12 +18,9 @@
 
 #define TF_OPS_SHARED(T, name, count)                                                        \
   const ::tf_ops_emu::SharedArray<T> name(                                                   \
-      static_cast<T*>(::tf_ops_emu::SharedRegion(__FILE__, __LINE__, sizeof(T) * (count), false)), \
-      (count), #name)
+      ::tf_ops_emu::SharedRegion(__FILE__, __LINE__, sizeof(T) * (count), false), #name)
 #define TF_OPS_DYNAMIC_SHARED(T, name)                                                       \
-  const ::tf_ops_emu::SharedArray<T> name(                                                   \
-      static_cast<T*>(::tf_ops_emu::SharedRegion(__FILE__, __LINE__, 0, true)),              \
-      ::tf_ops_emu::DynamicSharedBytes() / sizeof(T), #name)
+  const ::tf_ops_emu::SharedArray<T> name(::tf_ops_emu::SharedRegion(__FILE__, __LINE__, 0, true), #name)
 
 namespace tf_ops {
 namespace gpu {
