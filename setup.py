@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import site
 import subprocess
 import sys
@@ -52,6 +53,15 @@ if platform.machine().lower() in ("x86_64", "amd64"):
     SOURCES += ["cc/core/cpu/microkernels_avx2.cc", "cc/core/cpu/microkernels_avx512.cc",
                 "cc/core/cpu/microkernels_avx512bf16.cc"]
 WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
+# The CUDA kernels (nvcc) and the driver check (the host compiler with CUDA's headers), built
+# where a CUDA compiler is found (TF_OPS_CUDA=0 or 1 forces it off or on); they are TF-free, and
+# the op library's glue registers GPU kernels when built with them (-DTF_OPS_WITH_CUDA=1).
+CUDA_SOURCES = ["cc/core/gpu/conv_gpu.cu"]
+CUDA_HOST_SOURCES = ["cc/core/gpu/gpu_support.cc"]
+CUDA_GLUE = "cc/kernels/conv_kernels.cc"
+# SASS for each architecture (compute capability x 10), PTX for the newest; TF_OPS_CUDA_ARCHS
+# ("80;90" or "80,86,90") overrides.
+DEFAULT_CUDA_ARCHS = "80;90"
 UBSAN_FOR_TF_HEADERS = ("signed-integer-overflow,integer-divide-by-zero,shift,bounds,vla-bound,"
                       "float-cast-overflow,float-divide-by-zero,alignment,bool,enum,unreachable,"
                       "return,pointer-overflow")
@@ -150,6 +160,45 @@ def _tf_flags():
     return tf, compile_flags, tf.sysconfig.get_link_flags()
 
 
+def _find_nvcc():
+    """nvcc's path, from PATH, CUDA_HOME or /usr/local/cuda; None where there is none or
+    TF_OPS_CUDA turns the CUDA build off."""
+    setting = os.environ.get("TF_OPS_CUDA", "auto").strip().lower()
+    if setting in ("0", "off", "no", "false"):
+        return None
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    for candidate in (shutil.which("nvcc"), os.path.join(cuda_home, "bin", "nvcc")):
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    if setting in ("1", "on", "yes", "true"):
+        _stop(f"TF_OPS_CUDA={os.environ['TF_OPS_CUDA']} asks for the CUDA kernels, but no nvcc was "
+              f"found on PATH or under CUDA_HOME ({cuda_home}). Install the CUDA toolkit, or build "
+              "without them: TF_OPS_CUDA=0")
+    return None
+
+
+def _cuda_home(nvcc):
+    """The CUDA toolkit nvcc belongs to: where nvcc says its tree is (its dry run names it
+    TOP, also when nvcc on PATH is a wrapper script), else CUDA_HOME, else nvcc's grandparent."""
+    dry = subprocess.run([nvcc, "-v", "--dryrun", "-c", "-x", "cu", os.devnull],
+                         capture_output=True, text=True)
+    top = re.search(r"^#\$ TOP=(.+)$", dry.stdout + dry.stderr, re.M)
+    for home in ([os.path.normpath(top.group(1).strip())] if top else []) + [
+            os.environ.get("CUDA_HOME", ""), os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))]:
+        if home and os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h")):
+            return home
+    _stop(f"found {nvcc}, but not the CUDA toolkit it belongs to (include/cuda_runtime_api.h); "
+          "set CUDA_HOME to it, or build without the CUDA kernels: TF_OPS_CUDA=0")
+
+
+def _cuda_archs():
+    text = os.environ.get("TF_OPS_CUDA_ARCHS", DEFAULT_CUDA_ARCHS)
+    archs = sorted({a.strip() for a in re.split(r"[;, ]+", text) if a.strip()}, key=int)
+    if not archs or not all(a.isdigit() and int(a) >= 50 for a in archs):
+        _stop(f"TF_OPS_CUDA_ARCHS={text!r}: give compute capabilities times ten, e.g. \"80;90\"")
+    return archs
+
+
 class BuildTfOpsLibrary(build_ext):
     """Compiles the C++ sources into one shared library loaded with tf.load_op_library."""
 
@@ -177,9 +226,9 @@ class BuildTfOpsLibrary(build_ext):
         out = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(out), exist_ok=True)
 
-        def compile_one(src):
+        def compile_one(src, extra=()):
             obj = os.path.join(obj_dir, src.replace("/", "_") + ".o")
-            flags = compile_flags + MICROKERNEL_FLAGS.get(src, [])
+            flags = compile_flags + MICROKERNEL_FLAGS.get(src, []) + list(extra)
             if sanitize:
                 # GCC's null and nonnull-attribute checks turn constexpr code in TensorFlow's
                 # absl headers into errors; the TF-including glue gets every other check, the
@@ -191,9 +240,45 @@ class BuildTfOpsLibrary(build_ext):
             subprocess.check_call(cmd)
             return obj
 
+        nvcc = _find_nvcc()
+        cuda = None
+        if nvcc is not None:
+            cuda_home = _cuda_home(nvcc)
+            release = re.search(r"release (\d+\.\d+)", subprocess.run(
+                [nvcc, "--version"], capture_output=True, text=True).stdout)
+            archs = _cuda_archs()
+            cuda = {"nvcc": nvcc, "version": release.group(1) if release else "", "archs": archs,
+                    "ptx": archs[-1], "home": cuda_home}
+            gencode = [f for a in archs for f in ("-gencode", f"arch=compute_{a},code=sm_{a}")]
+            gencode += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
+            nvcc_flags = ["-std=c++17", "-O3", "-I" + HERE, "-Xcompiler", "-fPIC"] + gencode
+            if os.environ.get("TF_OPS_WERROR") == "1":
+                nvcc_flags += ["-Werror", "all-warnings", "-Xcompiler", "-Wall,-Wextra,-Werror"]
+            cuda_include = ["-isystem", os.path.join(cuda_home, "include"),
+                            f"-DTF_OPS_CUDA_MIN_ARCH={archs[0]}"]
+            # The CUDA runtime, linked statically with its symbols kept private: the library then
+            # loads where CUDA is not installed, and reaches the driver only when asked.
+            link_flags += [os.path.join(cuda_home, "lib64", "libcudart_static.a"),
+                           "-Wl,--exclude-libs,libcudart_static.a", "-ldl", "-lrt", "-lpthread"]
+
+        def compile_cuda(src):
+            obj = os.path.join(obj_dir, src.replace("/", "_") + ".o")
+            cmd = [nvcc] + nvcc_flags + ["-c", os.path.join(HERE, src), "-o", obj]
+            print(" ".join(shlex.quote(c) for c in cmd), flush=True)
+            subprocess.check_call(cmd)
+            return obj
+
+        def compile_with_cuda(src):
+            extra = cuda_include + (["-DTF_OPS_WITH_CUDA=1"] if src == CUDA_GLUE else [])
+            return compile_one(src, extra)
+
         jobs = int(os.environ.get("TF_OPS_BUILD_JOBS", os.cpu_count() or 1))
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            objects = list(pool.map(compile_one, SOURCES))
+            if cuda is None:
+                objects = list(pool.map(compile_one, SOURCES))
+            else:
+                objects = list(pool.map(compile_cuda, CUDA_SOURCES))
+                objects += list(pool.map(compile_with_cuda, SOURCES + CUDA_HOST_SOURCES))
         cmd = [cxx] + objects + ["-o", out] + link_flags
         print(" ".join(shlex.quote(c) for c in cmd), flush=True)
         subprocess.check_call(cmd)
@@ -210,6 +295,7 @@ class BuildTfOpsLibrary(build_ext):
             "sanitize": sanitize,
             "microkernel_flags": MICROKERNEL_FLAGS,
             "source_dir": HERE,
+            "cuda": cuda,
         }
         with open(os.path.join(os.path.dirname(out), "_build_info.json"), "w") as f:
             json.dump(info, f, indent=2)

@@ -14,6 +14,7 @@ import tempfile
 import tensorflow as tf
 
 import core_build
+import tf_ops
 
 EMU_FLAGS = ["-DTF_OPS_CUDA_EMU", f"-I{core_build.ROOT / 'tests' / 'cuda_emu'}"]
 
@@ -43,6 +44,38 @@ class CudaKernelsTest(tf.test.TestCase):
         self.assertIsNotNone(summary, output[-2000:])
         # 16 geometries x (5 + 5 + 4) element types x 3 seeds.
         self.assertEqual((int(summary.group(1)), int(summary.group(2))), (16, 672))
+
+    def test_driver_check(self):
+        # Where the GPU kernels are registered: not where a driver is present that cannot run
+        # them (too old for CUDA 13, or a GPU older than the oldest architecture built), which
+        # is said in one sentence; without a driver (this machine) they are, with no message.
+        cuda = tf_ops.build_info().get("cuda")
+        if not cuda:
+            self.skipTest("the library was built without CUDA kernels")
+        home = cuda["home"]
+        with tempfile.TemporaryDirectory() as tmp:
+            program = os.path.join(tmp, "gpu_support_driver")
+            subprocess.run([os.environ.get("CXX", "g++"), "-std=c++17", "-Wall", "-Wextra", "-Werror",
+                            f"-I{core_build.ROOT}", "-isystem", os.path.join(home, "include"),
+                            str(core_build.ROOT / "tests/cc/gpu_support_driver.cc"),
+                            str(core_build.ROOT / "cc/core/gpu/gpu_support.cc"),
+                            os.path.join(home, "lib64", "libcudart_static.a"), "-ldl", "-lrt", "-lpthread",
+                            "-o", program], check=True)
+            code, output = core_build.run(program)
+        self.assertEqual(code, 0, output)
+        lines = dict(line.split(" ", 1) for line in output.splitlines() if " register=" in line)
+        self.assertIn("register=1", lines["here"])
+        self.assertRegex(lines["here"], r"message=$")
+        self.assertEqual(lines["no_driver"], "register=1 driver=0 runtime=13000 devices=0 message=")
+        self.assertEqual(lines["old_driver"],
+                         "register=0 driver=12040 runtime=13000 devices=1 message=tf_ops: the NVIDIA driver "
+                         "supports CUDA 12.4, older than the CUDA 13.0 of tf_ops' GPU kernels (driver 580 or "
+                         "newer), so tf_ops' ops run on the CPU.")
+        self.assertEqual(lines["old_gpu"],
+                         "register=0 driver=13000 runtime=13000 devices=2 message=tf_ops: GPU 1 has compute "
+                         "capability 7.5, older than the 8.0 tf_ops' GPU kernels are built for, so tf_ops' ops "
+                         "run on the CPU.")
+        self.assertEqual(lines["good"], "register=1 driver=13010 runtime=13000 devices=2 message=")
 
     def test_nvcc_builds_the_kernels_warning_clean(self):
         nvcc = find_nvcc()

@@ -1,4 +1,5 @@
-"""Every dtype an op declares in REGISTER_OP has a CPU kernel, and vice versa."""
+"""Every dtype an op declares in REGISTER_OP has a CPU kernel, and vice versa; in a library
+built with CUDA (build_info()["cuda"]), a GPU kernel too, its sizes vectors in host memory."""
 import tensorflow as tf
 from tensorflow.python.framework import kernels, op_def_registry
 
@@ -11,10 +12,10 @@ def _declared_types(op_name):
     return {tf.dtypes.as_dtype(t) for t in attr.allowed_values.list.type}
 
 
-def _cpu_kernel_types(op_name):
+def _kernel_types(op_name, device="CPU"):
     types = set()
     for k in kernels.get_registered_kernels_for_op(op_name).kernel:
-        if k.device_type != "CPU":
+        if k.device_type != device:
             continue
         for c in k.constraint:
             if c.name == "T":
@@ -29,7 +30,29 @@ class RegistrationTest(tf.test.TestCase):
             with self.subTest(op=op_name):
                 declared = _declared_types(op_name)
                 self.assertTrue(declared)
-                self.assertEqual(declared, _cpu_kernel_types(op_name))
+                self.assertEqual(declared, _kernel_types(op_name))
+
+    def test_gpu_kernels_in_a_cuda_build(self):
+        cuda = tf_ops.build_info().get("cuda")
+        if not cuda:
+            # Without a CUDA compiler at build time: no GPU kernel may be registered either.
+            for op_name in tf_ops.OP_NAMES.values():
+                self.assertEqual(_kernel_types(op_name, "GPU"), set(), op_name)
+            return
+        self.assertRegex(cuda["version"], r"^\d+\.\d+$")
+        self.assertTrue(cuda["archs"])
+        # Registered unless a driver here cannot run them, which gpu_support() would say.
+        self.assertEqual(tf_ops.gpu_support(), "")
+        for name, op_name in tf_ops.OP_NAMES.items():
+            with self.subTest(op=op_name):
+                self.assertEqual(_kernel_types(op_name, "GPU"), _declared_types(op_name))
+                host = {m for k in kernels.get_registered_kernels_for_op(op_name).kernel
+                        if k.device_type == "GPU" for m in k.host_memory_arg}
+                sizes = {"Conv2DBackpropInput": {"input_sizes"},
+                         "DepthwiseConv2dNativeBackpropInput": {"input_sizes"},
+                         "Conv2DBackpropFilter": {"filter_sizes"},
+                         "DepthwiseConv2dNativeBackpropFilter": {"filter_sizes"}}.get(name, set())
+                self.assertEqual(host, sizes)
 
     def test_declared_dtypes_match_tensorflow(self):
         for name, op_name in tf_ops.OP_NAMES.items():

@@ -70,6 +70,20 @@ def _kernel_table():
     return rows
 
 
+def _gpu_line(info):
+    """What the library has for GPUs, and whether TensorFlow found one."""
+    gpus = tf.config.list_physical_devices("GPU")
+    found = f"{len(gpus)} GPU(s) found" if gpus else "no GPU found"
+    cuda = info.get("cuda")
+    if not cuda:
+        return f"CUDA kernels: not built (no nvcc at build time, or TF_OPS_CUDA=0); {found}"
+    archs = ", ".join(f"sm_{a}" for a in cuda["archs"])
+    status = tf_ops.gpu_support()
+    return (f"CUDA kernels: CUDA {cuda['version']}, {archs} + compute_{cuda['ptx']} PTX "
+            f"(needs an NVIDIA driver of 580 or newer); {found}"
+            + (f"; {status}" if status else ""))
+
+
 def _check_rows(repeats):
     rows, ok = [], True
     rng = np.random.default_rng(0)
@@ -128,6 +142,7 @@ def selfcheck_main(argv=None):
     print(f"built for TensorFlow {info.get('tf_version', '?')} with {info.get('compiler_version', '?')}")
     print(f"compile flags: {' '.join(info.get('compile_flags', []))}")
     print(f"CPU micro-kernels: {tf_ops.cpu_kernel_isa()} (TF_OPS_CPU_ISA caps the choice)")
+    print(_gpu_line(info))
     print()
     print("Registered kernels")
     _print_table(("op", "device", "dtypes"), _kernel_table())

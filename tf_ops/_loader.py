@@ -67,3 +67,16 @@ def cpu_kernel_isa():
     fn = ctypes.CDLL(library_path()).TfOpsCpuKernelIsa
     fn.restype = ctypes.c_char_p
     return fn().decode()
+
+
+def gpu_support():
+    """Why the library's GPU kernels are not registered in this process (its NVIDIA driver too
+    old for them, or a GPU older than the architectures they were built for), in one sentence;
+    "" where they are registered or the library has none."""
+    load_library()
+    lib = ctypes.CDLL(library_path())
+    if not hasattr(lib, "TfOpsGpuSupport"):
+        return ""
+    fn = lib.TfOpsGpuSupport
+    fn.restype = ctypes.c_char_p
+    return fn().decode()

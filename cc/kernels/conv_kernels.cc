@@ -1,9 +1,12 @@
-// CPU kernels of the TfOps> convolution family: attribute parsing, input validation,
-// shape bookkeeping and the thread pool. The arithmetic lives in cc/core.
+// Kernels of the TfOps> convolution family: attribute parsing, input validation and shape
+// bookkeeping, shared by every device (ConvOp::Prepare), then a launch per device: the CPU
+// thread pool, or, in a build with CUDA (TF_OPS_WITH_CUDA), the op's CUDA stream. The arithmetic
+// lives in cc/core.
 #include <cstdint>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -16,10 +19,19 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/public/version.h"
 
+#if TF_OPS_WITH_CUDA
+#include <cstdio>
+
+#include "cc/core/gpu/conv_gpu.h"
+#include "cc/core/gpu/gpu_support.h"
+#include "xla/stream_executor/stream.h"
+#endif
+
 namespace tf_ops {
 namespace {
 
 using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::DEVICE_GPU;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
@@ -253,7 +265,38 @@ absl::Status ShapeFromSizes(const char* label, const char* what, const Tensor& s
   return absl::OkStatus();
 }
 
-template <typename T>
+// OP_REQUIRES and OP_REQUIRES_OK for a function that returns whether it succeeded.
+#define TF_OPS_REQUIRES(ctx, cond, status) \
+  do {                                       \
+    if (!(cond)) {                           \
+      (ctx)->CtxFailure(status);             \
+      return false;                          \
+    }                                        \
+  } while (0)
+#define TF_OPS_REQUIRES_OK(ctx, expr)          \
+  do {                                         \
+    const absl::Status tf_ops_status_ = (expr); \
+    if (!tf_ops_status_.ok()) {                \
+      (ctx)->CtxFailure(tf_ops_status_);       \
+      return false;                            \
+    }                                          \
+  } while (0)
+
+// What Prepare hands a device's launch: the geometry, the operands (those the direction reads)
+// and the allocated, non-empty output.
+struct Prepared {
+  ConvGeometry g;
+  Layout layout = Layout::kNHWC;
+  const Tensor* x = nullptr;
+  const Tensor* w = nullptr;
+  const Tensor* dy = nullptr;
+  Tensor* out = nullptr;
+};
+
+struct CpuDevice {};
+struct GpuDevice {};
+
+template <typename Device, typename T>
 class ConvOp : public OpKernel {
  public:
   ConvOp(OpKernelConstruction* ctx, const OpSpec& spec) : OpKernel(ctx), spec_(spec) {
@@ -261,6 +304,14 @@ class ConvOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    Prepared p;
+    if (Prepare(ctx, &p)) Launch(ctx, p, Device());
+  }
+
+ private:
+  // Everything up to the output's allocation, the same on every device: ranks, sizes, the
+  // geometry, every check and message. False when the op failed or its output is empty.
+  bool Prepare(OpKernelContext* ctx, Prepared* p) {
     const char* label = spec_.label;
     const Direction dir = spec_.direction;
     // Shapes of x (input), w (filter) and dy (out_backprop); one of them is what the op
@@ -274,7 +325,7 @@ class ConvOp : public OpKernel {
       w = &ctx->input(1);
     } else {
       dy = &ctx->input(2);
-      OP_REQUIRES_OK(ctx, CheckRank4(label, "out_backprop", dy->shape()));
+      TF_OPS_REQUIRES_OK(ctx, CheckRank4(label, "out_backprop", dy->shape()));
       dy_shape = dy->shape();
       if (dir == Direction::kBackpropInput) {
         w = &ctx->input(1);
@@ -283,32 +334,32 @@ class ConvOp : public OpKernel {
       }
     }
     if (x != nullptr) {
-      OP_REQUIRES_OK(ctx, CheckRank4(label, "input", x->shape()));
+      TF_OPS_REQUIRES_OK(ctx, CheckRank4(label, "input", x->shape()));
       x_shape = x->shape();
     }
     if (w != nullptr) {
-      OP_REQUIRES_OK(ctx, CheckRank4(label, "filter", w->shape()));
+      TF_OPS_REQUIRES_OK(ctx, CheckRank4(label, "filter", w->shape()));
       w_shape = w->shape();
     }
 
     if (dir == Direction::kBackpropInput) {
       const Tensor& sizes = ctx->input(0);
       if (spec_.sizes_from == SizesFrom::kShapeOf) {
-        OP_REQUIRES_OK(ctx, CheckRank4(label, "input", sizes.shape()));
+        TF_OPS_REQUIRES_OK(ctx, CheckRank4(label, "input", sizes.shape()));
         x_shape = sizes.shape();
       } else {
         const int64_t batch = dy_shape.dim_size(0);
-        OP_REQUIRES_OK(ctx, ShapeFromSizes(label, "input_sizes", sizes,
+        TF_OPS_REQUIRES_OK(ctx, ShapeFromSizes(label, "input_sizes", sizes,
                                            /*allow_two=*/!spec_.depthwise, attrs_, batch,
                                            w_shape.dim_size(2), &x_shape));
       }
     } else if (dir == Direction::kBackpropFilter) {
       const Tensor& sizes = ctx->input(1);
       if (spec_.sizes_from == SizesFrom::kShapeOf) {
-        OP_REQUIRES_OK(ctx, CheckRank4(label, "filter", sizes.shape()));
+        TF_OPS_REQUIRES_OK(ctx, CheckRank4(label, "filter", sizes.shape()));
         w_shape = sizes.shape();
       } else {
-        OP_REQUIRES_OK(ctx, ShapeFromSizes(label, "filter_sizes", sizes, /*allow_two=*/false,
+        TF_OPS_REQUIRES_OK(ctx, ShapeFromSizes(label, "filter_sizes", sizes, /*allow_two=*/false,
                                            attrs_, 0, 0, &w_shape));
       }
     }
@@ -316,12 +367,12 @@ class ConvOp : public OpKernel {
     const Dims4 xd = ActivationDims(x_shape, attrs_);
     int64_t filter_in_depth = w_shape.dim_size(2), out_depth = w_shape.dim_size(3);
     if (spec_.depthwise) {
-      OP_REQUIRES(ctx, w_shape.dim_size(2) == xd.c,
+      TF_OPS_REQUIRES(ctx, w_shape.dim_size(2) == xd.c,
                   InvalidArgument(label, ": input and filter must have the same depth: ",
                                           xd.c, " vs ", w_shape.dim_size(2), " (input shape ",
                                           x_shape.DebugString(), ", filter shape ",
                                           w_shape.DebugString(), ")"));
-      OP_REQUIRES(ctx,
+      TF_OPS_REQUIRES(ctx,
                   CheckedMul(w_shape.dim_size(2), w_shape.dim_size(3), &out_depth),
                   InvalidArgument(label, ": depthwise output depth overflows, filter shape ",
                                           w_shape.DebugString()));
@@ -331,7 +382,7 @@ class ConvOp : public OpKernel {
     std::string err = MakeConvGeometry(xd.n, xd.h, xd.w, xd.c, w_shape.dim_size(0),
                                        w_shape.dim_size(1), filter_in_depth, out_depth,
                                        attrs_.conv, &g);
-    OP_REQUIRES(ctx, err.empty(),
+    TF_OPS_REQUIRES(ctx, err.empty(),
                 InvalidArgument(label, ": ", err, " (input shape ",
                                         x_shape.DebugString(), ", filter shape ",
                                         w_shape.DebugString(), ")"));
@@ -341,10 +392,10 @@ class ConvOp : public OpKernel {
         ctx->CtxFailure(InvalidArgument(
             label, ": depth_multiplier * in_depth not equal to out_depth: ",
             w_shape.dim_size(3), " * ", xd.c, " != ", dd.c));
-        return;
+        return false;
       }
       err = CheckOutputShape(g, dd.n, dd.h, dd.w, dd.c, attrs_.row_dim, attrs_.col_dim);
-      OP_REQUIRES(ctx, err.empty(),
+      TF_OPS_REQUIRES(ctx, err.empty(),
                   InvalidArgument(label, ": ", err, " (out_backprop shape ",
                                           dy_shape.DebugString(), ")"));
     }
@@ -352,7 +403,7 @@ class ConvOp : public OpKernel {
     TensorShape out_shape;
     switch (dir) {
       case Direction::kForward:
-        OP_REQUIRES_OK(ctx, ActivationShape({g.batch, g.out_rows, g.out_cols, g.out_depth},
+        TF_OPS_REQUIRES_OK(ctx, ActivationShape({g.batch, g.out_rows, g.out_cols, g.out_depth},
                                             attrs_, &out_shape));
         break;
       case Direction::kBackpropInput:
@@ -364,42 +415,84 @@ class ConvOp : public OpKernel {
     }
     // Like TensorFlow's Conv2D: an empty filter is refused unless the output is empty too.
     // (Its depthwise and backprop kernels return the empty sums, zeros, as ours do.)
-    OP_REQUIRES(ctx, dir != Direction::kForward || spec_.depthwise ||
+    TF_OPS_REQUIRES(ctx, dir != Direction::kForward || spec_.depthwise ||
                          out_shape.num_elements() == 0 || w_shape.num_elements() > 0,
                 InvalidArgument(label, ": filter must not have zero elements (i.e. all "
                                        "dimensions must be non-zero), got filter shape ",
                                 w_shape.DebugString()));
-    OP_REQUIRES(ctx, out_shape.num_elements() <=
+    TF_OPS_REQUIRES(ctx, out_shape.num_elements() <=
                          std::numeric_limits<int64_t>::max() / static_cast<int64_t>(sizeof(T)),
                 InvalidArgument(label, ": output of shape ", out_shape.DebugString(),
                                         " is too large to allocate"));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &out));
-    if (out_shape.num_elements() == 0) return;
+    TF_OPS_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &p->out));
+    p->g = g;
+    p->layout = attrs_.layout;
+    p->x = x, p->w = w, p->dy = dy;
+    return out_shape.num_elements() > 0;
+  }
 
+  void Launch(OpKernelContext* ctx, const Prepared& p, CpuDevice) {
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     const cpu::ParallelFor parallel_for =
         [pool](int64_t units, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
           pool->ParallelFor(units, AdaptiveScheduling(cost), fn);
         };
-    T* o = out->flat<T>().data();
-    switch (dir) {
+    T* o = p.out->flat<T>().data();
+    switch (spec_.direction) {
       case Direction::kForward:
-        cpu::ConvForward<T>(g, attrs_.layout, x->flat<T>().data(), w->flat<T>().data(), o,
+        cpu::ConvForward<T>(p.g, p.layout, p.x->flat<T>().data(), p.w->flat<T>().data(), o,
                             parallel_for);
         break;
       case Direction::kBackpropInput:
-        cpu::ConvBackpropInput<T>(g, attrs_.layout, w->flat<T>().data(), dy->flat<T>().data(),
+        cpu::ConvBackpropInput<T>(p.g, p.layout, p.w->flat<T>().data(), p.dy->flat<T>().data(),
                                   o, parallel_for);
         break;
       case Direction::kBackpropFilter:
-        cpu::ConvBackpropFilter<T>(g, attrs_.layout, x->flat<T>().data(),
-                                   dy->flat<T>().data(), o, parallel_for);
+        cpu::ConvBackpropFilter<T>(p.g, p.layout, p.x->flat<T>().data(),
+                                   p.dy->flat<T>().data(), o, parallel_for);
         break;
     }
   }
 
- private:
+#if TF_OPS_WITH_CUDA
+  void Launch(OpKernelContext* ctx, const Prepared& p, GpuDevice) {
+    auto* stream = static_cast<CUstream_st*>(
+        ctx->op_device_context()->stream()->platform_specific_handle().stream);
+    // Temporaries from TensorFlow's allocator, held until the launch is queued: later users of
+    // the memory run on the same stream, after it.
+    std::vector<Tensor> temps;
+    const gpu::WorkspaceFn workspace = [ctx, &temps](int64_t bytes) -> void* {
+      Tensor t;
+      if (!ctx->allocate_temp(::tensorflow::DT_INT8, TensorShape({bytes}), &t).ok()) return nullptr;
+      temps.push_back(t);
+      return t.flat<int8_t>().data();
+    };
+    const gpu::Dtype dtype = GpuDtype();
+    void* o = p.out->data();
+    std::string err;
+    switch (spec_.direction) {
+      case Direction::kForward:
+        err = gpu::ConvForward(dtype, p.g, p.layout, p.x->data(), p.w->data(), o, stream, workspace);
+        break;
+      case Direction::kBackpropInput:
+        err = gpu::ConvBackpropInput(dtype, p.g, p.layout, p.w->data(), p.dy->data(), o, stream, workspace);
+        break;
+      case Direction::kBackpropFilter:
+        err = gpu::ConvBackpropFilter(dtype, p.g, p.layout, p.x->data(), p.dy->data(), o, stream, workspace);
+        break;
+    }
+    OP_REQUIRES(ctx, err.empty(), absl::InternalError(Cat(spec_.label, ": ", err)));
+  }
+
+  static gpu::Dtype GpuDtype() {
+    if constexpr (std::is_same_v<T, Eigen::half>) return gpu::Dtype::kHalf;
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) return gpu::Dtype::kBFloat16;
+    if constexpr (std::is_same_v<T, float>) return gpu::Dtype::kFloat;
+    if constexpr (std::is_same_v<T, double>) return gpu::Dtype::kDouble;
+    return gpu::Dtype::kInt32;
+  }
+#endif
+
   const OpSpec spec_;
   ParsedAttrs attrs_;
 };
@@ -424,15 +517,54 @@ constexpr OpSpec kDepthwiseBackpropFilter{"DepthwiseConv2dNativeBackpropFilter",
                                           SizesFrom::kTensor, false};
 
 // One kernel class per op, so that REGISTER_KERNEL_BUILDER sees a one-argument constructor.
-template <typename T, const OpSpec& kSpec>
-class Kernel : public ConvOp<T> {
+template <typename Device, typename T, const OpSpec& kSpec>
+class Kernel : public ConvOp<Device, T> {
  public:
-  explicit Kernel(OpKernelConstruction* ctx) : ConvOp<T>(ctx, kSpec) {}
+  explicit Kernel(OpKernelConstruction* ctx) : ConvOp<Device, T>(ctx, kSpec) {}
 };
 
-#define TF_OPS_REGISTER(op, spec, T)                                                     \
+#define TF_OPS_REGISTER_CPU(op, spec, T)                                                 \
   REGISTER_KERNEL_BUILDER(                                                               \
-      Name("TfOps>" op).Device(DEVICE_CPU).TypeConstraint<T>("T"), Kernel<T, spec>);
+      Name("TfOps>" op).Device(DEVICE_CPU).TypeConstraint<T>("T"), Kernel<CpuDevice, T, spec>);
+
+#if TF_OPS_WITH_CUDA
+// Whether to register the GPU kernels: not where a driver is present that cannot run them
+// (said once, in one sentence); TensorFlow then places the ops on the CPU.
+bool RegisterGpuKernels() {
+  static const bool ok = [] {
+    const gpu::GpuSupport& s = gpu::CheckGpuSupport();
+    if (!s.message.empty()) std::fprintf(stderr, "%s\n", s.message.c_str());
+    return s.register_kernels;
+  }();
+  return ok;
+}
+
+// The sizes vectors of the V1 backprop ops are read on the host.
+template <const OpSpec& kSpec>
+::tensorflow::KernelDefBuilder& HostSizes(::tensorflow::KernelDefBuilder& b) {
+  if (kSpec.sizes_from != SizesFrom::kTensor) return b;
+  return b.HostMemory(kSpec.direction == Direction::kBackpropInput ? "input_sizes" : "filter_sizes");
+}
+
+#define TF_OPS_REGISTER_GPU_UNIQ(ctr, op, spec, T)                                       \
+  static ::tensorflow::kernel_factory::OpKernelRegistrar tf_ops_gpu_registrar_##ctr(     \
+      RegisterGpuKernels()                                                               \
+          ? HostSizes<spec>(::tensorflow::register_kernel::Name("TfOps>" op)             \
+                                .Device(DEVICE_GPU)                                      \
+                                .TypeConstraint<T>("T"))                                 \
+                .Build()                                                                 \
+          : nullptr,                                                                     \
+      "Kernel<GpuDevice, " #T ", " #spec ">",                                            \
+      [](::tensorflow::OpKernelConstruction* c) -> OpKernel* {                           \
+        return new Kernel<GpuDevice, T, spec>(c);                                        \
+      });
+#define TF_OPS_REGISTER_GPU_N(ctr, op, spec, T) TF_OPS_REGISTER_GPU_UNIQ(ctr, op, spec, T)
+#define TF_OPS_REGISTER(op, spec, T)                                                     \
+  TF_OPS_REGISTER_CPU(op, spec, T)                                                       \
+  TF_OPS_REGISTER_GPU_N(__COUNTER__, op, spec, T)
+#else
+#define TF_OPS_REGISTER(op, spec, T) TF_OPS_REGISTER_CPU(op, spec, T)
+#endif
 
 #define TF_OPS_REGISTER_WITH_INT32(T)                                                    \
   TF_OPS_REGISTER("Conv2D", kConv2D, T)                                                  \
@@ -456,6 +588,7 @@ TF_OPS_REGISTER_WITH_INT32(int32_t)
 #undef TF_OPS_REGISTER_FLOATING
 #undef TF_OPS_REGISTER_WITH_INT32
 #undef TF_OPS_REGISTER
+#undef TF_OPS_REGISTER_CPU
 
 }  // namespace
 }  // namespace tf_ops
@@ -465,3 +598,10 @@ TF_OPS_REGISTER_WITH_INT32(int32_t)
 extern "C" __attribute__((visibility("default"))) const char* TfOpsCpuKernelIsa() {
   return tf_ops::cpu::FastKernelIsa();
 }
+
+#if TF_OPS_WITH_CUDA
+// Why the GPU kernels are not registered in this process, or "", for tf_ops.gpu_support().
+extern "C" __attribute__((visibility("default"))) const char* TfOpsGpuSupport() {
+  return tf_ops::gpu::CheckGpuSupport().message.c_str();
+}
+#endif
