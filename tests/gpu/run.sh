@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The GPU harness, for a machine with an NVIDIA GPU, nvcc and PyTorch (TensorFlow is not needed):
+# builds the TF-free CUDA kernels (cc/core/gpu) into a small library, then
+#   1. the parity sweep against PyTorch (cuDNN) and the float64 reference, every direction and
+#      element type, NHWC and NCHW, strides, dilations, paddings, groups, depthwise;
+#   2. bitwise determinism: every case run three times;
+#   3. compute-sanitizer's memcheck, racecheck, synccheck and initcheck over a small sweep;
+#   4. the benchmark against cuDNN through PyTorch on the shapes of `python -m tf_ops bench`.
+# Writes its logs and the benchmark table to $OUT (default: a new temporary folder).
+# Usage: bash tests/gpu/run.sh   (TF_OPS_CUDA_ARCHS="90" limits the architectures built)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
+archs=${TF_OPS_CUDA_ARCHS:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d '.')}
+gencode=()
+for a in ${archs//;/ }; do gencode+=(-gencode "arch=compute_${a},code=sm_${a}"); done
+lib="$out/libtf_ops_gpu.so"
+nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -shared "${gencode[@]}" -Werror all-warnings \
+  -Xcompiler -Wall,-Wextra,-Werror \
+  cc/core/gpu/conv_gpu.cu tests/gpu/capi.cu cc/core/conv_geometry.cc -o "$lib"
+echo "built $lib for ${archs}"
+python3 tests/gpu/harness.py --lib "$lib" parity 2>&1 | tee "$out/parity.log"
+for tool in memcheck racecheck synccheck initcheck; do
+  compute-sanitizer --tool "$tool" --error-exitcode 1 python3 tests/gpu/harness.py --lib "$lib" small \
+    > "$out/sanitizer_$tool.log" 2>&1 && echo "compute-sanitizer $tool: clean" \
+    || { echo "compute-sanitizer $tool: errors (see $out/sanitizer_$tool.log)"; tail -n 30 "$out/sanitizer_$tool.log"; exit 1; }
+done
+python3 tests/gpu/harness.py --lib "$lib" bench --out "$out/bench_gpu.csv" 2>&1 | tee "$out/bench.log"
