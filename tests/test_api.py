@@ -154,15 +154,32 @@ class EmptyTensorTest(tf.test.TestCase):
 
 class LoaderTest(tf.test.TestCase):
 
-    def test_version_mismatch_explains_and_gives_the_rebuild_command(self):
-        code = ("import tensorflow as tf; tf.__version__ = '2.99.0'\n"
-                "try:\n    import tf_ops\nexcept ImportError as e:\n    print(e)\n")
+    def _import_with_version(self, version):
+        code = (f"import tensorflow as tf; tf.__version__ = {version!r}\n"
+                "try:\n    import tf_ops\nexcept ImportError as e:\n    print('refused:', e)\n"
+                "else:\n    print('loaded:', tf_ops.conv2d(tf.ones([1, 3, 3, 1]), tf.ones([2, 2, 1, 1]),\n"
+                "                                      1, 'VALID').numpy().ravel().tolist())\n")
         with tempfile.TemporaryDirectory() as cwd:  # not the checkout, whose tf_ops has no library
-            out = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
-                                 timeout=300).stdout
-        self.assertIn("built for TensorFlow " + tf.__version__, out)
-        self.assertIn("TensorFlow 2.99.0 is running", out)
-        self.assertIn("pip install --no-build-isolation", out)
+            return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
+                                  timeout=300).stdout
+
+    def test_version_mismatch_explains_and_gives_the_rebuild_command(self):
+        major, minor = (int(v) for v in tf.__version__.split(".")[:2])
+        for other in (f"{major}.{minor + 1}.0", f"{major}.{minor - 1}.3", "3.0.0"):
+            with self.subTest(running=other):
+                out = self._import_with_version(other)
+                self.assertIn("refused: tf_ops: TensorFlow version mismatch", out)
+                self.assertIn("built for TensorFlow " + tf.__version__, out)
+                self.assertIn(f"TensorFlow {other} is running", out)
+                self.assertIn("pip install --no-build-isolation", out)
+
+    def test_any_patch_release_of_the_minor_loads(self):
+        # TensorFlow keeps its ABI within a minor series, as the package's requirement
+        # (>=2.21,<2.22 for a build on 2.21.x) already says.
+        major, minor = (int(v) for v in tf.__version__.split(".")[:2])
+        for patch in (f"{major}.{minor}.0", f"{major}.{minor}.7", f"{major}.{minor}.1rc2"):
+            with self.subTest(running=patch):
+                self.assertIn("loaded: [4.0, 4.0, 4.0, 4.0]", self._import_with_version(patch))
 
     def test_load_op_library_by_path(self):
         module = tf.load_op_library(tf_ops.library_path())

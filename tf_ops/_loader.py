@@ -2,6 +2,7 @@
 import ctypes
 import json
 import os
+import re
 
 import tensorflow as tf
 
@@ -29,6 +30,14 @@ def build_info():
         return {}
 
 
+def _minor(version):
+    """(major, minor) of a version string: (2, 21) for "2.21.0" and "2.21.1rc0". TensorFlow
+    keeps its ABI within a minor series, so a library built on one patch release loads on every
+    other of the same minor."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else version
+
+
 def _rebuild_command(info):
     source = info.get("source_dir") or "<path to the tf_ops source checkout>"
     return f"python -m pip install --no-build-isolation --no-deps --force-reinstall {source}"
@@ -49,7 +58,7 @@ def load_library():
     )
     if not os.path.exists(path):
         raise ImportError(f"tf_ops: the compiled op library {path} is missing. {advice}")
-    if info and info.get("tf_version") != running:
+    if info and _minor(info.get("tf_version", "")) != _minor(running):
         raise ImportError(f"tf_ops: TensorFlow version mismatch. {advice}")
     try:
         _LIBRARY = tf.load_op_library(path)
