@@ -1,4 +1,5 @@
-"""Builds tf_ops/_tf_ops.so against the TensorFlow installed in the build environment.
+"""Builds tf_ops/_tf_ops.so (the op library) and tf_ops/libtf_ops_cc.so (the C++ op API, with
+its header copied to tf_ops/include) against the TensorFlow installed in the build environment.
 
 The compile and link flags come from tf.sysconfig. What the library was built with (the
 TensorFlow version, compiler and flags) is written beside it to _build_info.json, which the
@@ -56,6 +57,14 @@ WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
 # The CUDA kernels (nvcc) and the driver check (the host compiler with CUDA's headers), built
 # where a CUDA compiler is found (TF_OPS_CUDA=0 or 1 forces it off or on); they are TF-free, and
 # the op library's glue registers GPU kernels when built with them (-DTF_OPS_WITH_CUDA=1).
+# The C++ op API (tf_ops::ops, gradients included), shipped in the package for C++ programs:
+# compiled into a library of its own beside the op library, its header under tf_ops/include
+# (tf_ops.sysconfig gives the flags).
+CPP_API_SOURCES = ["cc/ops/tf_ops_ops.cc", "cc/ops/tf_ops_gradients.cc"]
+CPP_API_HEADERS = ["cc/ops/tf_ops_ops.h"]
+CPP_API_LIBRARY = "libtf_ops_cc.so"
+# Linked into both libraries from a static archive, its symbols kept private: see the file.
+COMPAT_SOURCE = "cc/compat/libstdcxx_compat.cc"
 CUDA_SOURCES = ["cc/core/gpu/conv_gpu.cu"]
 CUDA_HOST_SOURCES = ["cc/core/gpu/gpu_support.cc"]
 CUDA_GLUE = "cc/kernels/conv_kernels.cc"
@@ -241,7 +250,7 @@ class BuildTfOpsLibrary(build_ext):
             return obj
 
         nvcc = _find_nvcc()
-        cuda = None
+        cuda, cuda_link = None, []
         if nvcc is not None:
             cuda_home = _cuda_home(nvcc)
             release = re.search(r"release (\d+\.\d+)", subprocess.run(
@@ -258,8 +267,8 @@ class BuildTfOpsLibrary(build_ext):
                             f"-DTF_OPS_CUDA_MIN_ARCH={archs[0]}"]
             # The CUDA runtime, linked statically with its symbols kept private: the library then
             # loads where CUDA is not installed, and reaches the driver only when asked.
-            link_flags += [os.path.join(cuda_home, "lib64", "libcudart_static.a"),
-                           "-Wl,--exclude-libs,libcudart_static.a", "-ldl", "-lrt", "-lpthread"]
+            cuda_link = [os.path.join(cuda_home, "lib64", "libcudart_static.a"),
+                         "-Wl,--exclude-libs,libcudart_static.a", "-ldl", "-lrt", "-lpthread"]
 
         def compile_cuda(src):
             obj = os.path.join(obj_dir, src.replace("/", "_") + ".o")
@@ -275,13 +284,34 @@ class BuildTfOpsLibrary(build_ext):
         jobs = int(os.environ.get("TF_OPS_BUILD_JOBS", os.cpu_count() or 1))
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
             if cuda is None:
-                objects = list(pool.map(compile_one, SOURCES))
+                futures = [pool.submit(compile_one, src) for src in SOURCES]
             else:
-                objects = list(pool.map(compile_cuda, CUDA_SOURCES))
-                objects += list(pool.map(compile_with_cuda, SOURCES + CUDA_HOST_SOURCES))
-        cmd = [cxx] + objects + ["-o", out] + link_flags
-        print(" ".join(shlex.quote(c) for c in cmd), flush=True)
-        subprocess.check_call(cmd)
+                futures = [pool.submit(compile_cuda, src) for src in CUDA_SOURCES]
+                futures += [pool.submit(compile_with_cuda, src) for src in SOURCES + CUDA_HOST_SOURCES]
+            api_futures = [pool.submit(compile_one, src) for src in CPP_API_SOURCES]
+            compat_future = pool.submit(compile_one, COMPAT_SOURCE)
+            objects = [f.result() for f in futures]
+            api_objects = [f.result() for f in api_futures]
+        compat = os.path.join(obj_dir, "libtf_ops_compat.a")
+        if os.path.exists(compat):
+            os.remove(compat)
+        subprocess.check_call(["ar", "rcs", compat, compat_future.result()])
+        compat_link = [compat, "-Wl,--exclude-libs,libtf_ops_compat.a"]
+
+        def link(objs, target, flags):
+            cmd = [cxx] + objs + ["-o", target] + flags
+            print(" ".join(shlex.quote(c) for c in cmd), flush=True)
+            subprocess.check_call(cmd)
+
+        link(objects, out, compat_link + link_flags + cuda_link)
+        # The C++ API library needs TensorFlow's C++ API library beside its framework.
+        package_dir = os.path.dirname(out)
+        link(api_objects, os.path.join(package_dir, CPP_API_LIBRARY),
+             compat_link + link_flags + ["-l:libtensorflow_cc.so.2"])
+        for header in CPP_API_HEADERS:
+            target = os.path.join(package_dir, "include", header)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(os.path.join(HERE, header), target)
 
         compiler = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
         info = {
@@ -291,7 +321,7 @@ class BuildTfOpsLibrary(build_ext):
             "compiler": cxx,
             "compiler_version": compiler.splitlines()[0] if compiler else "",
             "compile_flags": compile_flags,
-            "link_flags": link_flags,
+            "link_flags": link_flags + cuda_link,
             "sanitize": sanitize,
             "microkernel_flags": MICROKERNEL_FLAGS,
             "source_dir": HERE,

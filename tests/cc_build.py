@@ -1,7 +1,8 @@
 """Compiling C++ programs against the installed TensorFlow and tf_ops, for the tests that
-build C++ drivers: TensorFlow's compile flags from tf.sysconfig with its headers as system
-headers (as setup.py includes them), our sources warning-clean, and the link flags of
-TensorFlow's C++ libraries and of tf_ops' op library (see cc/ops/tf_ops_ops.h)."""
+build C++ drivers, as a user's program is built: the flags of tf_ops.sysconfig (tf_ops'
+header from the installed package, TensorFlow's headers as system headers, warnings as errors)
+and its link flags (TensorFlow's C++ libraries, tf_ops' C++ API library and its op library; see
+cc/ops/tf_ops_ops.h). Nothing is compiled from the checkout but the programs themselves."""
 import concurrent.futures
 import functools
 import os
@@ -10,42 +11,22 @@ import shlex
 import subprocess
 import time
 
-import tensorflow as tf
-
-import tf_ops
+import tf_ops.sysconfig
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CXX = os.environ.get("CXX", "g++")
-# The sources of the C++ op API, compiled into every program that uses it.
-CPP_API_SOURCES = [ROOT / "cc/ops/tf_ops_ops.cc", ROOT / "cc/ops/tf_ops_gradients.cc"]
 
 
 def tf_compile_flags():
-    """-std=c++17, warnings as errors, the checkout on the include path, and TensorFlow's
-    flags with its include folder as -isystem."""
-    flags = ["-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{ROOT}"]
-    for flag in tf.sysconfig.get_compile_flags():
-        if flag.startswith("-I"):
-            flags += ["-isystem", flag[2:]]
-        elif not flag.startswith(("-std", "--std")):
-            flags.append(flag)
-    return flags
+    """-std=c++17, warnings as errors, and tf_ops.sysconfig's compile flags."""
+    return ["-std=c++17", "-Wall", "-Wextra", "-Werror", *tf_ops.sysconfig.get_compile_flags()]
 
 
-def tf_link_flags():
-    """libtensorflow_cc and libtensorflow_framework of the pip TensorFlow, found at run time
-    through the rpath."""
-    lib = tf.sysconfig.get_lib()
-    return [f"-L{lib}", "-l:libtensorflow_cc.so.2", "-l:libtensorflow_framework.so.2",
-            f"-Wl,-rpath,{lib}"]
-
-
-def tf_ops_link_flags():
-    """tf_ops' op library, kept even by a linker that defaults to --as-needed (a program calls
-    none of its functions; linking it is what registers the ops and kernels)."""
-    lib = os.path.dirname(tf_ops.library_path())
-    return [f"-L{lib}", "-Wl,--push-state,--no-as-needed", "-l:_tf_ops.so", "-Wl,--pop-state",
-            f"-Wl,-rpath,{lib}"]
+def link_flags(with_op_library):
+    """tf_ops.sysconfig's link flags; without the op library, TensorFlow's and tf_ops' C++ API
+    libraries only (a program that loads the op library at run time)."""
+    op_library = "-l:" + os.path.basename(tf_ops.library_path())
+    return [f for f in tf_ops.sysconfig.get_link_flags() if with_op_library or f != op_library]
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,22 +49,20 @@ def _run(cmd):
 
 
 def build_programs(out_dir, programs, opt="-O1", jobs=None):
-    """Compiles the main sources of `programs`, plus CPP_API_SOURCES once, and links each
-    program into out_dir. `programs` maps a program name to (main source, whether to link
-    tf_ops' op library); programs may share a main source. Returns (paths by name, seconds
-    spent compiling, seconds spent linking)."""
+    """Compiles the main sources of `programs` and links each program into out_dir.
+    `programs` maps a program name to (main source, whether to link tf_ops' op library);
+    programs may share a main source. Returns (paths by name, seconds spent compiling, seconds
+    spent linking)."""
     out_dir = pathlib.Path(out_dir)
     flags = tf_compile_flags() + [opt]
-    api = [pathlib.Path(p) for p in CPP_API_SOURCES]
-    sources = list(dict.fromkeys(api + [pathlib.Path(src) for src, _ in programs.values()]))
+    sources = list(dict.fromkeys(pathlib.Path(src) for src, _ in programs.values()))
     objects = {src: out_dir / (src.stem + ".o") for src in sources}
     jobs = jobs or os.cpu_count() or 1
 
     def link(name):
         src, with_tf_ops = programs[name]
-        _run([CXX, *fast_linker_flags(), str(objects[pathlib.Path(src)]),
-              *(str(objects[a]) for a in api), *tf_link_flags(),
-              *(tf_ops_link_flags() if with_tf_ops else []), "-o", str(out_dir / name)])
+        _run([CXX, *fast_linker_flags(), str(objects[pathlib.Path(src)]), *link_flags(with_tf_ops),
+              "-o", str(out_dir / name)])
 
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:

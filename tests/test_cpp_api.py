@@ -1,13 +1,17 @@
-"""The C++ op API (cc/ops/tf_ops_ops.h): the example program and the C++ test program are
-compiled with the pip TensorFlow's compile flags (warnings as errors), linked against its
-libtensorflow_cc / libtensorflow_framework and tf_ops' op library, and run.
+"""The C++ op API (cc/ops/tf_ops_ops.h), as the installed package ships it: the example program
+and the C++ test program are compiled with tf_ops.sysconfig's flags (warnings as errors),
+linked against TensorFlow's libtensorflow_cc / libtensorflow_framework, tf_ops' C++ API
+library and its op library, and run; the README's one-line build of the example too.
 
 tests/cc/cpp_api_test.cc compares every op class, with its attributes, against TensorFlow's
 built-in ops, checks static shapes, error statuses and AddSymbolicGradients through the ops;
 it prints one line per check. examples/cpp/tf_ops_example.cc is the program the README shows."""
 import os
 import re
+import shlex
+import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -61,7 +65,27 @@ class CppApiTest(tf.test.TestCase):
         return [line[5:] for line in out.splitlines() if line.startswith("ok  ")]
 
     def test_example_agrees_with_tensorflow(self):
-        proc = self._run("tf_ops_example")
+        self._assert_example_ok(self._run("tf_ops_example"))
+
+    def test_readme_one_liner_builds_the_example_from_the_installed_package(self):
+        # The README's build: the example alone in a folder of its own, one g++ line whose
+        # flags all come from the installed package (no checkout on any path), then run.
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copy(cc_build.ROOT / "examples/cpp/tf_ops_example.cc", tmp)
+            line = (f"{shlex.quote(cc_build.CXX)} -O2 tf_ops_example.cc "
+                    f"$({shlex.quote(sys.executable)} -m tf_ops.sysconfig --cflags --libs) -o tf_ops_example")
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+            env.pop("PYTHONPATH", None)
+            build = subprocess.run(["bash", "-c", line], cwd=tmp, capture_output=True, text=True,
+                                   timeout=600, env=env)
+            self.assertEqual(build.returncode, 0, line + "\n" + build.stdout + build.stderr)
+            self.assertNotIn(str(cc_build.ROOT), subprocess.run(
+                [sys.executable, "-m", "tf_ops.sysconfig", "--cflags", "--libs"], cwd=tmp,
+                capture_output=True, text=True, env=env).stdout)
+            self._assert_example_ok(subprocess.run(["./tf_ops_example"], cwd=tmp, capture_output=True,
+                                                   text=True, timeout=300, env=env))
+
+    def _assert_example_ok(self, proc):
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertIn("TfOps>Conv2DBackpropInput -> [1,8,8,2]", proc.stdout)
         diffs = [float(v) for v in re.findall(r"max \|diff\| = (\S+)", proc.stdout)]

@@ -37,11 +37,10 @@ constexpr const char* kOpNames[] = {
 };
 
 constexpr char kLinkAdvice[] =
-    "tf_ops' op library is not loaded in this process: link the program against it, e.g. "
-    "-L$(cd /tmp && python -c \"import os, tf_ops; "
-    "print(os.path.dirname(tf_ops.library_path()))\") "
-    "-Wl,--push-state,--no-as-needed -l:_tf_ops.so -Wl,--pop-state plus a matching "
-    "-Wl,-rpath (see cc/ops/tf_ops_ops.h)";
+    "tf_ops' op library is not loaded in this process: link the program with the flags of "
+    "`python -m tf_ops.sysconfig --libs`, which keep it linked with "
+    "-Wl,--push-state,--no-as-needed -l:_tf_ops.so -Wl,--pop-state and give its run path "
+    "(see cc/ops/tf_ops_ops.h)";
 
 bool IsRegistered(const char* op_name) {
   const ::tensorflow::OpRegistrationData* data = nullptr;

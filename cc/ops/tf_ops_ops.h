@@ -26,35 +26,23 @@
 // gradients in tf_ops/_gradients.py), so tensorflow::AddSymbolicGradients works through them.
 //
 // ----------------------------------------------------------------------------------------
-// Building a program. The op definitions and CPU kernels live in tf_ops' op library,
-// tf_ops/_tf_ops.so of the installed Python package. A program registers them by linking
-// against that library: its static initializers run when the program starts, before
-// main(), so every TfOps> op and kernel is known before the first graph is built. Compile
-// this header's two sources (tf_ops_ops.cc, tf_ops_gradients.cc) into the program as object
-// files (not through a static archive, whose unreferenced members the linker drops along
-// with their gradient registrations), and link with TensorFlow's C++ libraries:
-/*
-   TF_CFLAGS=$(python -c "import tensorflow as tf; print(' '.join( \
-       '-isystem ' + f[2:] if f.startswith('-I') else f \
-       for f in tf.sysconfig.get_compile_flags()))")
-   TF_LIB=$(python -c "import tensorflow as tf; print(tf.sysconfig.get_lib())")
-   TF_OPS_LIB=$(cd /tmp && python -c "import os, tf_ops; \
-       print(os.path.dirname(tf_ops.library_path()))")
-   g++ -std=c++17 -O2 -I<tf_ops checkout> $TF_CFLAGS my_program.cc \
-       <tf_ops checkout>/cc/ops/tf_ops_ops.cc <tf_ops checkout>/cc/ops/tf_ops_gradients.cc \
-       -L$TF_LIB -l:libtensorflow_cc.so.2 -l:libtensorflow_framework.so.2 \
-       -L$TF_OPS_LIB -Wl,--push-state,--no-as-needed -l:_tf_ops.so -Wl,--pop-state \
-       -Wl,-rpath,$TF_LIB -Wl,-rpath,$TF_OPS_LIB -o my_program
-*/
-// TensorFlow's include folder goes in as -isystem (tf.sysconfig gives it as -I): GCC then
-// keeps quiet about the thousands of deprecated declarations in TensorFlow's headers.
-// `cd /tmp`: run from a tf_ops checkout, `import tf_ops` would find the source folder, which
-// has no compiled library, instead of the installed package.
-// --no-as-needed matters: the program calls no function of _tf_ops.so directly, so a
-// compiler that passes --as-needed to the linker by default (Debian's and Ubuntu's GCC do)
-// would otherwise drop it, and no op would be registered. CheckOpsRegistered() below then
-// says so with the flags that fix it, and every constructor reports the unregistered op
-// through the scope with the same advice.
+// Building a program. The installed Python package ships this header (under
+// tf_ops.sysconfig.get_include()), this API and its gradients compiled into
+// tf_ops/libtf_ops_cc.so, and the op library tf_ops/_tf_ops.so, whose static initializers
+// register every TfOps> op and kernel when the program starts, before main(). One line builds
+// a program, from any folder:
+//
+//   g++ -O2 my_program.cc $(python -m tf_ops.sysconfig --cflags --libs) -o my_program
+//
+// The compile flags are TensorFlow's (its include folder as -isystem: GCC then keeps quiet
+// about the thousands of deprecated declarations in TensorFlow's headers) plus this header's
+// folder. The link flags name TensorFlow's libtensorflow_cc.so.2 and
+// libtensorflow_framework.so.2, then libtf_ops_cc.so and _tf_ops.so inside --no-as-needed,
+// with run paths to their folders. --no-as-needed matters: the program calls no function of
+// _tf_ops.so directly, so a compiler that passes --as-needed to the linker by default
+// (Debian's and Ubuntu's GCC do) would otherwise drop it, and no op would be registered.
+// CheckOpsRegistered() below then says so with the flags that fix it, and every constructor
+// reports the unregistered op through the scope with the same advice.
 //
 // Loading the library at run time instead, with TF_LoadLibrary (tensorflow/c/c_api.h)
 // before the first graph is built, registers the same ops and kernels. Linking is the
