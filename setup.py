@@ -13,6 +13,7 @@ missing, outside the supported minors, or not the one the target environment alr
 replace it).
 """
 import concurrent.futures
+import glob
 import importlib.metadata
 import json
 import os
@@ -34,7 +35,9 @@ SOURCES = [
     "cc/core/cpu/conv_fast.cc",
     "cc/core/cpu/microkernels_generic.cc",
     "cc/ops/conv_ops.cc",
+    "cc/kernels/conv_plan.cc",
     "cc/kernels/conv_kernels.cc",
+    "cc/kernels/conv_xla.cc",
 ]
 # The micro-kernels are built once per instruction set and chosen at run time
 # (cc/core/cpu/microkernels.h); only those files get the instruction-set flags. Their sums
@@ -63,6 +66,10 @@ WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
 CPP_API_SOURCES = ["cc/ops/tf_ops_ops.cc", "cc/ops/tf_ops_gradients.cc"]
 CPP_API_HEADERS = ["cc/ops/tf_ops_ops.h"]
 CPP_API_LIBRARY = "libtf_ops_cc.so"
+# The XLA lowerings include XLA's headers, which include two libraries' headers that the pip
+# TensorFlow ships under include/external (_xla_flags); the op library then links
+# libtensorflow_cc.so.2, which exports XLA's op registry and builder.
+XLA_SOURCE = "cc/kernels/conv_xla.cc"
 # Linked into both libraries from a static archive, its symbols kept private: see the file.
 COMPAT_SOURCE = "cc/compat/libstdcxx_compat.cc"
 CUDA_SOURCES = ["cc/core/gpu/conv_gpu.cu"]
@@ -169,6 +176,23 @@ def _tf_flags():
     return tf, compile_flags, tf.sysconfig.get_link_flags()
 
 
+def _xla_flags(tf):
+    """-isystem for the folders under TensorFlow's include/external that hold the headers XLA's
+    include (highwayhash, farmhash), and -DNDEBUG: TensorFlow's release build compiles XLA's
+    inline debug checks out, and its libraries do not export all that they would call (2.18's
+    lack an absl logging instantiation one of them needs)."""
+    external = os.path.join(tf.sysconfig.get_include(), "external")
+    flags = []
+    for header in ("highwayhash/arch_specific.h", "farmhash.h"):
+        found = sorted(os.path.dirname(os.path.dirname(p)) if "/" in header else os.path.dirname(p)
+                       for p in glob.glob(os.path.join(external, "**", os.path.basename(header)), recursive=True)
+                       if p.endswith(header))
+        if not found:
+            _stop(f"TensorFlow's headers lack {header}, which its XLA headers include")
+        flags += ["-isystem", found[0]]
+    return flags + ["-DNDEBUG"]
+
+
 def _find_nvcc():
     """nvcc's path, from PATH, CUDA_HOME or /usr/local/cuda; None where there is none or
     TF_OPS_CUDA turns the CUDA build off."""
@@ -221,6 +245,7 @@ class BuildTfOpsLibrary(build_ext):
         if os.environ.get("TF_OPS_WERROR") == "1":
             compile_flags.append("-Werror")
         link_flags = ["-shared"] + tf_link
+        xla_flags = _xla_flags(tf)
         sanitize = os.environ.get("TF_OPS_SANITIZE") == "1"
         if sanitize:
             # AddressSanitizer and UndefinedBehaviorSanitizer; any report aborts the process.
@@ -238,6 +263,8 @@ class BuildTfOpsLibrary(build_ext):
         def compile_one(src, extra=()):
             obj = os.path.join(obj_dir, src.replace("/", "_") + ".o")
             flags = compile_flags + MICROKERNEL_FLAGS.get(src, []) + list(extra)
+            if src == XLA_SOURCE:
+                flags += xla_flags
             if sanitize:
                 # GCC's null and nonnull-attribute checks turn constexpr code in TensorFlow's
                 # absl headers into errors; the TF-including glue gets every other check, the
@@ -303,7 +330,7 @@ class BuildTfOpsLibrary(build_ext):
             print(" ".join(shlex.quote(c) for c in cmd), flush=True)
             subprocess.check_call(cmd)
 
-        link(objects, out, compat_link + link_flags + cuda_link)
+        link(objects, out, compat_link + link_flags + ["-l:libtensorflow_cc.so.2"] + cuda_link)
         # The C++ API library needs TensorFlow's C++ API library beside its framework.
         package_dir = os.path.dirname(out)
         link(api_objects, os.path.join(package_dir, CPP_API_LIBRARY),

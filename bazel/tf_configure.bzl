@@ -131,6 +131,15 @@ cc_library(
     includes = ["include"],
 )
 
+# The two third-party trees under include/external that XLA's headers include (for the XLA
+# lowerings, cc/kernels/conv_xla.cc).
+cc_library(
+    name = "xla_headers",
+    hdrs = glob(["include/external/highwayhash/**", "include/external/farmhash_archive/**"]),
+    includes = ["include/external/highwayhash", "include/external/farmhash_archive/src"],
+    deps = [":tf_headers"],
+)
+
 cc_library(
     name = "libtensorflow_framework",
     srcs = ["{framework}"],

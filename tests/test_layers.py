@@ -306,16 +306,26 @@ class TrainingTest(tf.test.TestCase):
                             rtol=1e-4)
         self.assertEqual(model.predict(x[:3], verbose=0).shape, (3, 16, 16, 3))
 
-    def test_jit_compile_falls_back(self):
-        model = _small_model()
-        self.assertTrue(all(not layer.supports_jit for layer in model.layers[1:]))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model.compile(optimizer="sgd", loss="mse", jit_compile=True)
-        self.assertFalse(model.jit_compile)
-        self.assertTrue(any("jit_compile" in str(w.message) for w in caught))
-        x, y = _data(n=8)
-        model.fit(x, y, epochs=1, verbose=0)
+    def test_jit_compile_trains_as_without_xla(self):
+        # Every layer has an XLA lowering: jit_compile=True keeps XLA for the whole model,
+        # "auto" compiles too (or not, as Keras decides for the machine), and each training
+        # run ends with the weights of the run without XLA.
+        x, y = _data(n=16)
+        weights = {}
+        for jit in (False, True, "auto"):
+            model = _small_model(seed=3)
+            self.assertTrue(all(layer.supports_jit for layer in model.layers[1:]))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=jit)
+            self.assertFalse(any("jit_compile" in str(w.message) for w in caught), [str(w.message) for w in caught])
+            if jit is True:
+                self.assertTrue(model.jit_compile)
+            model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+            weights[jit] = model.get_weights()
+        for jit in (True, "auto"):
+            for got, want in zip(weights[jit], weights[False]):
+                self.assertAllClose(got, want, rtol=1e-4, atol=1e-5, msg=f"jit_compile={jit}")
 
     def test_mixed_precision(self):
         x, y = _data(n=16)

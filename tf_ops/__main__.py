@@ -1,8 +1,10 @@
 """python -m tf_ops: what is installed, and a self-check of every op.
 
 Prints the TensorFlow version, the library and how it was built, the registered kernels
-per device and dtype, then runs every op on a handful of configurations against the
-float64 reference and TensorFlow's built-in op, with timings. Exits 1 if any row fails.
+per device and dtype (XLA's among them: every op has an XLA lowering), then runs every op on
+a handful of configurations against the float64 reference and TensorFlow's built-in op, with
+timings, and once per op under tf.function(jit_compile=True) against the reference and the
+kernels. Exits 1 if any row fails.
 
 `python -m tf_ops bench` runs the benchmark instead (python -m tf_ops bench --help).
 """
@@ -111,6 +113,32 @@ def _check_rows(repeats):
     return rows, ok
 
 
+def _xla_rows():
+    """Every op once under XLA (jit_compile=True) on a configuration with groups or a depth
+    multiplier, NCHW or strides: error vs the reference and vs the kernels. Compiling registers
+    XLA's kernels for the ops, which the kernel table then lists."""
+    rows, ok = [], True
+    rng = np.random.default_rng(1)
+    for kind in sc.KINDS:
+        label, cfg = (DEPTHWISE_CONFIGS if sc.is_depthwise(kind) else CONFIGS)[-1]
+        arrays = sc.make_inputs(rng, cfg, tf.float32)
+        tensors = [tf.constant(arrays[k], tf.float32) for k in ("x", "w", "dy")]
+        fn = tf.function(lambda x, w, dy, kind=kind, cfg=cfg: sc.run_ours_tensors(kind, cfg, x, w, dy),
+                         jit_compile=True)
+        try:
+            got = fn(*tensors).numpy()
+        except (tf.errors.OpError, ValueError) as e:
+            ok = False
+            rows.append((kind, label, "float32", "-", "-", f"FAIL: {str(e).splitlines()[0][:60]}"))
+            continue
+        err = sc.max_error(got, sc.run_reference(kind, cfg, arrays))
+        vs_kernels = sc.max_error(got, sc.run_ours(kind, cfg, arrays, tf.float32))
+        passed = err <= sc.TOLERANCE[tf.float32] and vs_kernels <= 2 * sc.TOLERANCE[tf.float32]
+        ok = ok and passed
+        rows.append((kind, label, "float32", f"{err:.1e}", f"{vs_kernels:.1e}", "PASS" if passed else "FAIL"))
+    return rows, ok
+
+
 def _print_table(header, rows):
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
@@ -144,16 +172,19 @@ def selfcheck_main(argv=None):
     print(f"CPU micro-kernels: {tf_ops.cpu_kernel_isa()} (TF_OPS_CPU_ISA caps the choice)")
     print(_gpu_line(info))
     print()
-    print("Registered kernels")
+    xla_rows, xla_ok = _xla_rows()
+    print("Registered kernels (XLA_CPU_JIT, XLA_GPU_JIT: the XLA lowerings)")
     _print_table(("op", "device", "dtypes"), _kernel_table())
     print("Self-check: max error vs float64 reference and vs TensorFlow's built-in op; time in ms "
           f"(median of {args.repeats}, eager, intra-op threads: {tf.config.threading.get_intra_op_parallelism_threads() or 'default'})")
     rows, ok = _check_rows(args.repeats)
     _print_table(("op", "config", "dtype", "err vs ref", "err vs TF", "result", "tf_ops ms", "TF ms",
                          "tf_ops GFLOP/s"), rows)
-    failed = sum(r[5] == "FAIL" for r in rows)
-    print(f"{len(rows) - failed} passed, {failed} failed")
-    return 0 if ok else 1
+    print("Under XLA (tf.function(jit_compile=True)): max error vs float64 reference and vs the kernels")
+    _print_table(("op", "config", "dtype", "err vs ref", "err vs kernels", "result"), xla_rows)
+    failed = sum(r[5] == "FAIL" for r in rows) + sum(r[5] != "PASS" for r in xla_rows)
+    print(f"{len(rows) + len(xla_rows) - failed} passed, {failed} failed")
+    return 0 if ok and xla_ok else 1
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ and give the same outputs wherever Keras runs the case. They also run what Keras
 NCHW (`data_format="channels_first"`) runs natively on CPU.
 `DepthwiseConv2DTranspose` has no Keras counterpart.
 
-The layers need Keras's TensorFlow backend. XLA cannot compile custom ops, so each layer says
-it does not support XLA (`supports_jit = False`): a model built from them trains without XLA
-under Keras's default `jit_compile="auto"`, and `jit_compile=True` falls back with a warning.
+The layers need Keras's TensorFlow backend. Every op they run has an XLA lowering, so each
+layer says it supports XLA (`supports_jit = True`): `jit_compile=True` compiles a whole model
+built from them, and Keras's default `jit_compile="auto"` decides as for its own layers.
 Mixed precision works: under "mixed_float16" or "mixed_bfloat16" the convolution runs in the
 compute dtype on float32 weights.
 """
@@ -122,8 +122,8 @@ class _Conv(keras.layers.Layer):
         self.kernel_constraint = keras.constraints.get(kernel_constraint)
         self.bias_constraint = keras.constraints.get(bias_constraint)
         self.input_spec = keras.layers.InputSpec(ndim=4)
-        # Custom ops have no XLA kernels: models built from these layers run without XLA.
-        self.supports_jit = False
+        # Every op of the family has an XLA lowering (cc/kernels/conv_xla.cc).
+        self.supports_jit = True
 
     @property
     def _channel_axis(self):
