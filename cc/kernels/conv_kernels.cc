@@ -93,7 +93,7 @@ class ConvOp : public OpKernel {
     ConvOperands operands;
     for (int i = 0; i < ctx->num_inputs(); ++i) operands.in[i] = ctx->input(i).shape();
     if (spec_.sizes_from == SizesFrom::kTensor) {
-      operands.sizes = &ctx->input(dir == Direction::kBackpropInput ? 0 : 1);
+      operands.sizes = &ctx->input(SizesInput(spec_));
     }
     ConvPlan plan;
     TF_OPS_REQUIRES_OK(ctx, PlanConv(spec_, attrs_, operands, sizeof(T), &plan));
@@ -199,7 +199,7 @@ bool RegisterGpuKernels() {
 template <const OpSpec& kSpec>
 ::tensorflow::KernelDefBuilder& HostSizes(::tensorflow::KernelDefBuilder& b) {
   if (kSpec.sizes_from != SizesFrom::kTensor) return b;
-  return b.HostMemory(kSpec.direction == Direction::kBackpropInput ? "input_sizes" : "filter_sizes");
+  return b.HostMemory(SizesName(kSpec));
 }
 
 #define TF_OPS_REGISTER_GPU_UNIQ(ctr, op, spec, T)                                       \

@@ -238,7 +238,7 @@ absl::Status PlanConv(const OpSpec& spec, const ParsedAttrs& attrs, const ConvOp
       TF_RETURN_IF_ERROR(CheckRank4(label, "input", operands.in[0]));
       x_shape = operands.in[0];
     } else {
-      TF_RETURN_IF_ERROR(ShapeFromSizes(label, "input_sizes", *operands.sizes, /*allow_two=*/!spec.depthwise,
+      TF_RETURN_IF_ERROR(ShapeFromSizes(label, SizesName(spec), *operands.sizes, /*allow_two=*/!spec.depthwise,
                                         attrs, dy_shape.dim_size(0), w_shape.dim_size(2), &x_shape));
     }
   } else if (dir == Direction::kBackpropFilter) {
@@ -246,7 +246,7 @@ absl::Status PlanConv(const OpSpec& spec, const ParsedAttrs& attrs, const ConvOp
       TF_RETURN_IF_ERROR(CheckRank4(label, "filter", operands.in[1]));
       w_shape = operands.in[1];
     } else {
-      TF_RETURN_IF_ERROR(ShapeFromSizes(label, "filter_sizes", *operands.sizes, /*allow_two=*/false, attrs, 0,
+      TF_RETURN_IF_ERROR(ShapeFromSizes(label, SizesName(spec), *operands.sizes, /*allow_two=*/false, attrs, 0,
                                         0, &w_shape));
     }
   }

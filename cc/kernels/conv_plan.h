@@ -53,6 +53,12 @@ inline constexpr OpSpec kDepthwiseBackpropInput{"DepthwiseConv2dNativeBackpropIn
 inline constexpr OpSpec kDepthwiseBackpropFilter{"DepthwiseConv2dNativeBackpropFilter",
                                                  Direction::kBackpropFilter, true, SizesFrom::kTensor, false};
 
+// The sizes vector of a V1 backprop op (SizesFrom::kTensor): its input index and name.
+inline int SizesInput(const OpSpec& spec) { return spec.direction == Direction::kBackpropInput ? 0 : 1; }
+inline const char* SizesName(const OpSpec& spec) {
+  return spec.direction == Direction::kBackpropInput ? "input_sizes" : "filter_sizes";
+}
+
 template <typename... Args>
 std::string Cat(const Args&... args) {
   std::ostringstream s;

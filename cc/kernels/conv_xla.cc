@@ -96,7 +96,7 @@ class ConvXlaOp : public XlaOpKernel {
     Tensor sizes;
     if (spec_.sizes_from == SizesFrom::kTensor) {
       xla::Literal literal;
-      OP_REQUIRES_OK(ctx, ctx->ConstantInput(dir == Direction::kBackpropInput ? 0 : 1, &literal));
+      OP_REQUIRES_OK(ctx, ctx->ConstantInput(SizesInput(spec_), &literal));
       OP_REQUIRES_OK(ctx, ::tensorflow::LiteralToHostTensor(literal, ::tensorflow::DT_INT32, &sizes));
       operands.sizes = &sizes;
     }
