@@ -57,9 +57,6 @@ if platform.machine().lower() in ("x86_64", "amd64"):
     SOURCES += ["cc/core/cpu/microkernels_avx2.cc", "cc/core/cpu/microkernels_avx512.cc",
                 "cc/core/cpu/microkernels_avx512bf16.cc"]
 WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
-# The CUDA kernels (nvcc) and the driver check (the host compiler with CUDA's headers), built
-# where a CUDA compiler is found (TF_OPS_CUDA=0 or 1 forces it off or on); they are TF-free, and
-# the op library's glue registers GPU kernels when built with them (-DTF_OPS_WITH_CUDA=1).
 # The C++ op API (tf_ops::ops, gradients included), shipped in the package for C++ programs:
 # compiled into a library of its own beside the op library, its header under tf_ops/include
 # (tf_ops.sysconfig gives the flags).
@@ -72,6 +69,9 @@ CPP_API_LIBRARY = "libtf_ops_cc.so"
 XLA_SOURCE = "cc/kernels/conv_xla.cc"
 # Linked into both libraries from a static archive, its symbols kept private: see the file.
 COMPAT_SOURCE = "cc/compat/libstdcxx_compat.cc"
+# The CUDA kernels (nvcc) and the driver check (the host compiler with CUDA's headers), built
+# where a CUDA compiler is found (TF_OPS_CUDA=0 or 1 forces it off or on); they are TF-free, and
+# the op library's glue registers GPU kernels when built with them (-DTF_OPS_WITH_CUDA=1).
 CUDA_SOURCES = ["cc/core/gpu/conv_gpu.cu"]
 CUDA_HOST_SOURCES = ["cc/core/gpu/gpu_support.cc"]
 CUDA_GLUE = "cc/kernels/conv_kernels.cc"
@@ -184,9 +184,10 @@ def _xla_flags(tf):
     external = os.path.join(tf.sysconfig.get_include(), "external")
     flags = []
     for header in ("highwayhash/arch_specific.h", "farmhash.h"):
-        found = sorted(os.path.dirname(os.path.dirname(p)) if "/" in header else os.path.dirname(p)
-                       for p in glob.glob(os.path.join(external, "**", os.path.basename(header)), recursive=True)
-                       if p.endswith(header))
+        # The folder that #include "<header>" resolves against: the path less the header's.
+        found = sorted(path[:-len(header) - 1] for path in glob.glob(
+            os.path.join(external, "**", os.path.basename(header)), recursive=True)
+            if path.endswith(os.sep + header))
         if not found:
             _stop(f"TensorFlow's headers lack {header}, which its XLA headers include")
         flags += ["-isystem", found[0]]
@@ -260,8 +261,15 @@ class BuildTfOpsLibrary(build_ext):
         out = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(out), exist_ok=True)
 
+        def run(cmd):
+            print(" ".join(shlex.quote(c) for c in cmd), flush=True)
+            subprocess.check_call(cmd)
+
+        def object_of(src):
+            return os.path.join(obj_dir, src.replace("/", "_") + ".o")
+
         def compile_one(src, extra=()):
-            obj = os.path.join(obj_dir, src.replace("/", "_") + ".o")
+            obj = object_of(src)
             flags = compile_flags + MICROKERNEL_FLAGS.get(src, []) + list(extra)
             if src == XLA_SOURCE:
                 flags += xla_flags
@@ -271,9 +279,7 @@ class BuildTfOpsLibrary(build_ext):
                 # TF-free core all of them.
                 flags = flags + ["-fsanitize=address,undefined" if src.startswith("cc/core/")
                                  else "-fsanitize=address," + UBSAN_FOR_TF_HEADERS]
-            cmd = [cxx] + flags + ["-c", os.path.join(HERE, src), "-o", obj]
-            print(" ".join(shlex.quote(c) for c in cmd), flush=True)
-            subprocess.check_call(cmd)
+            run([cxx] + flags + ["-c", os.path.join(HERE, src), "-o", obj])
             return obj
 
         nvcc = _find_nvcc()
@@ -298,10 +304,8 @@ class BuildTfOpsLibrary(build_ext):
                          "-Wl,--exclude-libs,libcudart_static.a", "-ldl", "-lrt", "-lpthread"]
 
         def compile_cuda(src):
-            obj = os.path.join(obj_dir, src.replace("/", "_") + ".o")
-            cmd = [nvcc] + nvcc_flags + ["-c", os.path.join(HERE, src), "-o", obj]
-            print(" ".join(shlex.quote(c) for c in cmd), flush=True)
-            subprocess.check_call(cmd)
+            obj = object_of(src)
+            run([nvcc] + nvcc_flags + ["-c", os.path.join(HERE, src), "-o", obj])
             return obj
 
         def compile_with_cuda(src):
@@ -323,18 +327,13 @@ class BuildTfOpsLibrary(build_ext):
         if os.path.exists(compat):
             os.remove(compat)
         subprocess.check_call(["ar", "rcs", compat, compat_future.result()])
-        compat_link = [compat, "-Wl,--exclude-libs,libtf_ops_compat.a"]
-
-        def link(objs, target, flags):
-            cmd = [cxx] + objs + ["-o", target] + flags
-            print(" ".join(shlex.quote(c) for c in cmd), flush=True)
-            subprocess.check_call(cmd)
-
-        link(objects, out, compat_link + link_flags + ["-l:libtensorflow_cc.so.2"] + cuda_link)
-        # The C++ API library needs TensorFlow's C++ API library beside its framework.
+        # Both libraries need TensorFlow's C++ API library beside its framework (the op library
+        # for XLA's registry and builder); the op library, CUDA's runtime too.
+        api_link = [compat, "-Wl,--exclude-libs,libtf_ops_compat.a"] + link_flags + ["-l:libtensorflow_cc.so.2"]
+        op_link = api_link + cuda_link
+        run([cxx] + objects + ["-o", out] + op_link)
         package_dir = os.path.dirname(out)
-        link(api_objects, os.path.join(package_dir, CPP_API_LIBRARY),
-             compat_link + link_flags + ["-l:libtensorflow_cc.so.2"])
+        run([cxx] + api_objects + ["-o", os.path.join(package_dir, CPP_API_LIBRARY)] + api_link)
         for header in CPP_API_HEADERS:
             target = os.path.join(package_dir, "include", header)
             os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -348,7 +347,7 @@ class BuildTfOpsLibrary(build_ext):
             "compiler": cxx,
             "compiler_version": compiler.splitlines()[0] if compiler else "",
             "compile_flags": compile_flags,
-            "link_flags": link_flags + cuda_link,
+            "link_flags": op_link,
             "sanitize": sanitize,
             "microkernel_flags": MICROKERNEL_FLAGS,
             "source_dir": HERE,
