@@ -18,8 +18,8 @@ CXX = os.environ.get("CXX", "g++")
 
 
 def tf_compile_flags():
-    """-std=c++17, warnings as errors, and tf_ops.sysconfig's compile flags."""
-    return ["-std=c++17", "-Wall", "-Wextra", "-Werror", *tf_ops.sysconfig.get_compile_flags()]
+    """Warnings as errors, and tf_ops.sysconfig's compile flags (C++17 among them)."""
+    return ["-Wall", "-Wextra", "-Werror", *tf_ops.sysconfig.get_compile_flags()]
 
 
 def link_flags(with_op_library):

@@ -7,6 +7,8 @@ import os
 import pathlib
 import subprocess
 
+import tensorflow as tf
+
 import tf_ops
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -40,7 +42,6 @@ def _recorded_flags(info):
             next(recorded)
         elif flag not in ("-fPIC", f"-I{info['source_dir']}"):
             flags.append(flag)
-    import tensorflow as tf
     return flags + ["-isystem", tf.sysconfig.get_include()]
 
 

@@ -40,8 +40,8 @@ class Case:
         self.fmt, self.n, self.h, self.w, self.c = fmt, n, h, w, c
         self.kh, self.kw, self.fi, self.k = kh, kw, fi, k
         self.strides, self.dilations, self.padding, self.pads = strides, dilations, padding, pads
-        g = reference.Geometry(self.x_shape(), [kh, kw, fi, k], self.full(strides), padding, self.explicit(),
-                               self.full(dilations), fmt)
+        self.g = g = reference.Geometry(self.x_shape(), [kh, kw, fi, k], self.full(strides), padding,
+                                        self.explicit(), self.full(dilations), fmt)
         self.oh, self.ow = g.oh, g.ow
         self.y = [n, k, g.oh, g.ow] if fmt == "NCHW" else [n, g.oh, g.ow, k]
 
@@ -95,8 +95,7 @@ def torch_reference(direction, case, x, w, dy):
     """PyTorch's result (cuDNN on the GPU), by autograd through F.conv2d, NCHW inside."""
     to_nchw = (lambda t: t) if case.fmt == "NCHW" else (lambda t: t.permute(0, 3, 1, 2))
     from_nchw = (lambda t: t) if case.fmt == "NCHW" else (lambda t: t.permute(0, 2, 3, 1))
-    g = reference.Geometry(case.x_shape(), [case.kh, case.kw, case.fi, case.k], **{
-        k: v for k, v in case.attrs().items() if k != "data_format"}, data_format=case.fmt)
+    g = case.g
     weight = w.permute(3, 2, 0, 1).contiguous().requires_grad_(direction == 2)
     xi = to_nchw(x).contiguous().requires_grad_(direction == 1)
     y = F.conv2d(F.pad(xi, (g.pl, g.pr, g.pt, g.pb)), weight, stride=case.strides, dilation=case.dilations,
@@ -122,11 +121,8 @@ def check(lib, direction, dtype, case, rng):
         out = torch.full(shape, 7, dtype=torch_type, device=DEVICE)
         lib.run(direction, dtype, case, a.to(DEVICE), b.to(DEVICE), out)
         outs.append(out.cpu())
-    same = all(torch.equal(outs[0].view(torch.int16 if torch_type in (torch.float16, torch.bfloat16) else
-                                        torch.int32 if torch_type in (torch.float32, torch.int32) else torch.int64),
-                           o.view(torch.int16 if torch_type in (torch.float16, torch.bfloat16) else
-                                  torch.int32 if torch_type in (torch.float32, torch.int32) else torch.int64))
-               for o in outs[1:])
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[outs[0].element_size()]
+    same = all(torch.equal(outs[0].view(bits), o.view(bits)) for o in outs[1:])
     got = outs[0].to(torch.float64).numpy()
     ex = [t.to(torch.float64).numpy() for t in (x, w, dy)]
     fn = (lambda v: reference.conv2d(v[0], v[1], **case.attrs()),
