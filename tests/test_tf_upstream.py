@@ -1,0 +1,70 @@
+"""TensorFlow's own depthwise convolution kernel tests
+(tensorflow/python/kernel_tests/nn_ops/depthwise_conv_op_base.py, the one convolution test file
+the pip package ships) run on tf_ops' ops through the plugin tests/tf_upstream/route_to_tf_ops.py,
+unedited: once on TensorFlow's own ops, once routed to ours, once routed to ours with every call
+compiled by XLA (our lowerings, forward and gradient).
+
+TensorFlow's run on this CPU skips the tests it keeps for GPUs (NCHW, the device comparisons);
+routed, those run too, against TensorFlow's CPU kernels, so every collected test must pass, in
+both routed modes."""
+import concurrent.futures
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+import tensorflow as tf
+
+HERE = pathlib.Path(__file__).resolve().parent
+UPSTREAM = (pathlib.Path(tf.__file__).parent / "python" / "kernel_tests" / "nn_ops"
+            / "depthwise_conv_op_base.py")
+ROUTED_FUNCTIONS = ("depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input",
+                    "depthwise_conv2d_native_backprop_filter", "depthwise_conv2d (interface)")
+
+
+def run_upstream(mode, out_dir):
+    """Runs the upstream file in a fresh interpreter; ({test: outcome}, output)."""
+    report = os.path.join(out_dir, f"{mode}.xml")
+    env = dict(os.environ, TF_OPS_ROUTE=mode,
+               PYTHONPATH=os.pathsep.join([str(HERE / "tf_upstream"), os.environ.get("PYTHONPATH", "")]))
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "route_to_tf_ops",
+            f"--junitxml={report}", "-o", "junit_family=xunit1", str(UPSTREAM)]
+    # From a scratch folder: the checkout must not shadow the installed tf_ops.
+    proc = subprocess.run(args, cwd=out_dir, env=env, capture_output=True, text=True, timeout=1800)
+    outcomes = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = child.tag + ": " + (child.get("message") or "")[:200]
+        outcomes[case.get("name")] = outcome
+    return outcomes, proc.stdout + proc.stderr
+
+
+class TensorFlowUpstreamTest(tf.test.TestCase):
+
+    def test_depthwise_kernel_tests_pass_on_tf_ops(self):
+        self.assertTrue(UPSTREAM.exists(), UPSTREAM)
+        with tempfile.TemporaryDirectory() as tmp, concurrent.futures.ThreadPoolExecutor(3) as pool:
+            runs = {mode: pool.submit(run_upstream, mode, tmp) for mode in ("tf", "ops", "jit")}
+            results = {mode: run.result() for mode, run in runs.items()}
+        theirs, _ = results["tf"]
+        # TensorFlow's own run: its CPU tests pass, its GPU tests skip.
+        self.assertGreaterEqual(sum(o == "passed" for o in theirs.values()), 10, theirs)
+        self.assertGreaterEqual(sum("Test requires GPU" in o for o in theirs.values()), 8, theirs)
+        for mode in ("ops", "jit"):
+            with self.subTest(mode=mode):
+                ours, output = results[mode]
+                self.assertEqual(sorted(ours), sorted(theirs), "the same tests were collected")
+                # test_session is TensorFlow's helper, which pytest collects and TensorFlow skips.
+                not_passed = {t: o for t, o in ours.items() if o != "passed" and t != "test_session"}
+                self.assertEqual(not_passed, {}, output[-5000:])
+                self.assertGreaterEqual(len(ours) - 1, 20)
+                self.assertIn(f"tf_ops route mode: {mode}\n", output)
+                for name in ROUTED_FUNCTIONS:
+                    self.assertRegex(output, rf"tf_ops calls: {re.escape(name)}: [1-9]", output[-3000:])
+                if mode == "jit":  # the gradient tests' backward passes ran compiled
+                    self.assertRegex(output, r"tf_ops calls: depthwise_conv2d_native \(gradient, compiled\): [1-9]")
