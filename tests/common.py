@@ -1,5 +1,10 @@
 """Shared pieces of the test suite: random configurations over the feature matrix, on top
 of the plumbing (tolerances, runners) that the self-check command shares."""
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
 from tf_ops._selfcheck import *  # noqa: F401,F403
 from tf_ops._selfcheck import is_depthwise, make_config
 
@@ -66,3 +71,26 @@ def window_int64(in_size, k, dilation, stride, padding, pads=(0, 0)):
         size = span // stride + 1 if span >= 0 else trunc_div(span + stride, stride)
         over |= not fits_int64(size)
     return size, before, after, over
+
+
+def run_upstream_pytest(files, plugin_dir, plugins, env, out_dir, report_name):
+    """Runs another project's test files with pytest in a fresh interpreter, with the plugins
+    found in plugin_dir; returns ({test id: outcome}, output). An outcome is "passed",
+    "failure", "error" or "skipped: <reason>"."""
+    report = os.path.join(out_dir, report_name + ".xml")
+    env = dict(os.environ, **env,
+               PYTHONPATH=os.pathsep.join([str(plugin_dir), os.environ.get("PYTHONPATH", "")]))
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+            "-o", "junit_family=xunit1", *(a for p in plugins for a in ("-p", p)), *map(str, files)]
+    # From a scratch folder: the checkout must not shadow the installed tf_ops.
+    proc = subprocess.run(args, cwd=out_dir, env=env, capture_output=True, text=True, timeout=1800)
+    outcomes = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = child.tag
+                if child.tag == "skipped":
+                    outcome += ": " + (child.get("message") or "")
+        outcomes[f"{case.get('classname')}::{case.get('name')}"] = outcome
+    return outcomes, proc.stdout + proc.stderr

@@ -7,41 +7,23 @@ The same files also run on Keras's own layers, and every test must end the same 
 each one that passes there passes here, and what Keras skips (its tests for other backends) is
 skipped here for the same reason. The one exempt assertion, Keras's refusal of strides
 together with dilation (tf_ops runs it), is counted in the plugin's summary."""
-import os
 import pathlib
-import subprocess
-import sys
 import tempfile
-import xml.etree.ElementTree as ET
 
 import keras
 import tensorflow as tf
+from common import run_upstream_pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 FILES = ["conv_test.py", "conv_transpose_test.py", "depthwise_conv_test.py"]
 
 
 def run_upstream(routed, out_dir):
-    """Runs the upstream files in a fresh interpreter; {test id: outcome} and the output."""
+    """Runs the upstream files in a fresh interpreter; ({test id: outcome}, output)."""
     folder = pathlib.Path(keras.__file__).parent / "src" / "layers" / "convolutional"
-    report = os.path.join(out_dir, f"{'routed' if routed else 'keras'}.xml")
-    env = dict(os.environ, KERAS_BACKEND="tensorflow",
-               PYTHONPATH=os.pathsep.join([str(HERE / "keras_upstream"), os.environ.get("PYTHONPATH", "")]))
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-            "-o", "junit_family=xunit1", *(["-p", "route_to_tf_ops"] if routed else []),
-            *(str(folder / f) for f in FILES)]
-    # From a scratch folder: the checkout must not shadow the installed tf_ops.
-    proc = subprocess.run(args, cwd=out_dir, env=env, capture_output=True, text=True, timeout=1800)
-    outcomes = {}
-    for case in ET.parse(report).getroot().iter("testcase"):
-        outcome = "passed"
-        for child in case:
-            if child.tag in ("failure", "error", "skipped"):
-                outcome = child.tag
-                if child.tag == "skipped":
-                    outcome += ": " + (child.get("message") or "")
-        outcomes[f"{case.get('classname')}::{case.get('name')}"] = outcome
-    return outcomes, proc.stdout + proc.stderr
+    return run_upstream_pytest([folder / f for f in FILES], HERE / "keras_upstream",
+                               ["route_to_tf_ops"] if routed else [], {"KERAS_BACKEND": "tensorflow"},
+                               out_dir, "routed" if routed else "keras")
 
 
 class KerasUpstreamTest(tf.test.TestCase):

@@ -8,15 +8,12 @@ TensorFlow's run on this CPU skips the tests it keeps for GPUs (NCHW, the device
 routed, those run too, against TensorFlow's CPU kernels, so every collected test must pass, in
 both routed modes."""
 import concurrent.futures
-import os
 import pathlib
 import re
-import subprocess
-import sys
 import tempfile
-import xml.etree.ElementTree as ET
 
 import tensorflow as tf
+from common import run_upstream_pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 UPSTREAM = (pathlib.Path(tf.__file__).parent / "python" / "kernel_tests" / "nn_ops"
@@ -26,22 +23,10 @@ ROUTED_FUNCTIONS = ("depthwise_conv2d_native", "depthwise_conv2d_native_backprop
 
 
 def run_upstream(mode, out_dir):
-    """Runs the upstream file in a fresh interpreter; ({test: outcome}, output)."""
-    report = os.path.join(out_dir, f"{mode}.xml")
-    env = dict(os.environ, TF_OPS_ROUTE=mode,
-               PYTHONPATH=os.pathsep.join([str(HERE / "tf_upstream"), os.environ.get("PYTHONPATH", "")]))
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "route_to_tf_ops",
-            f"--junitxml={report}", "-o", "junit_family=xunit1", str(UPSTREAM)]
-    # From a scratch folder: the checkout must not shadow the installed tf_ops.
-    proc = subprocess.run(args, cwd=out_dir, env=env, capture_output=True, text=True, timeout=1800)
-    outcomes = {}
-    for case in ET.parse(report).getroot().iter("testcase"):
-        outcome = "passed"
-        for child in case:
-            if child.tag in ("failure", "error", "skipped"):
-                outcome = child.tag + ": " + (child.get("message") or "")[:200]
-        outcomes[case.get("name")] = outcome
-    return outcomes, proc.stdout + proc.stderr
+    """Runs the upstream file in a fresh interpreter; ({test name: outcome}, output)."""
+    outcomes, output = run_upstream_pytest([UPSTREAM], HERE / "tf_upstream", ["route_to_tf_ops"],
+                                           {"TF_OPS_ROUTE": mode}, out_dir, mode)
+    return {t.rsplit("::", 1)[1]: o for t, o in outcomes.items()}, output
 
 
 class TensorFlowUpstreamTest(tf.test.TestCase):
