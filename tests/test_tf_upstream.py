@@ -37,9 +37,10 @@ class TensorFlowUpstreamTest(tf.test.TestCase):
             runs = {mode: pool.submit(run_upstream, mode, tmp) for mode in ("tf", "ops", "jit")}
             results = {mode: run.result() for mode, run in runs.items()}
         theirs, _ = results["tf"]
-        # TensorFlow's own run: its CPU tests pass, its GPU tests skip.
+        # TensorFlow's own run: its CPU tests pass; without a GPU, its GPU tests skip.
         self.assertGreaterEqual(sum(o == "passed" for o in theirs.values()), 10, theirs)
-        self.assertGreaterEqual(sum("Test requires GPU" in o for o in theirs.values()), 8, theirs)
+        if not tf.config.list_physical_devices("GPU"):
+            self.assertGreaterEqual(sum("Test requires GPU" in o for o in theirs.values()), 8, theirs)
         for mode in ("ops", "jit"):
             with self.subTest(mode=mode):
                 ours, output = results[mode]
