@@ -73,8 +73,9 @@ def _xla_compiled(function):
         # A cluster's inputs are not compile-time constants: a sizes vector whose value the
         # graph knows (the tests' shapes are static) goes into the cluster as a constant.
         for k, v in arguments.items():
-            if isinstance(v, tf.Tensor) and v.dtype.is_integer and tf.get_static_value(v) is not None:
-                arguments[k] = tf.get_static_value(v).tolist()
+            value = tf.get_static_value(v) if isinstance(v, tf.Tensor) and v.dtype.is_integer else None
+            if value is not None:
+                arguments[k] = value.tolist()
         names = [k for k, v in arguments.items() if isinstance(v, (tf.Tensor, np.ndarray))]
 
         def computation(*tensors):
