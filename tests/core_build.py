@@ -12,7 +12,8 @@ import tensorflow as tf
 import tf_ops
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CORE_SOURCES = ["cc/core/conv_geometry.cc", "cc/core/cpu/conv_cpu.cc", "cc/core/cpu/conv_fast.cc"]
+CORE_SOURCES = ["cc/core/conv_geometry.cc", "cc/core/cpu/conv_cpu.cc", "cc/core/cpu/conv_fast.cc",
+                "cc/core/cpu/conv_winograd.cc"]
 SANITIZE = os.environ.get("TF_OPS_SANITIZE") == "1"
 SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 

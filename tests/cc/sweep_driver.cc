@@ -220,6 +220,58 @@ void ChunkSpace(const Add& add) {
   }
 }
 
+// Winograd F(4x4, 3x3) (3x3, stride and dilation 1, at least 16 channels per group on both
+// sides, 32 for the filter gradient): channel counts on both sides against the 16/32/64-wide
+// column tiles, the GEMM tile heights (the filter gradient's rows) and the 16-channel vectors
+// of the transforms (the tails of each), across both thresholds; every output size 1..13 in
+// each dimension (whole 4x4 tiles and each partial one) with every padding, explicit pads past
+// the filter included (backprop input's source then starts inside the output gradient);
+// batches whose tiles fill a unit's block across images, or leave rows of the last GEMM tile
+// padded; reductions so wide that a block holds one GEMM tile; a filter gradient over several
+// chunks of tiles; groups; NCHW.
+void WinogradSpace(const Add& add) {
+  const ConvAttrs same = Attrs(1, 1, 1, 1, Padding::kSame);
+  std::vector<int64_t> counts = {15, 16, 17, 24, 31, 32, 33, 47, 48, 63, 64, 65, 80, 97, 128, 129};
+  for (int64_t fi : counts) {
+    for (int64_t k : counts) {
+      add({"winograd channels", 1, 5, 6, fi, 3, 3, fi, k, same, Layout::kNHWC, kAll});
+    }
+  }
+  std::vector<ConvAttrs> paddings = Paddings(1, 1, 1, 1);
+  paddings.push_back(Attrs(1, 1, 1, 1, Padding::kExplicit, 3, 1, 0, 4));
+  paddings.push_back(Attrs(1, 1, 1, 1, Padding::kExplicit, 1, 3, 4, 2));
+  for (const ConvAttrs& attrs : paddings) {
+    for (int64_t rows : Range(1, 13)) {
+      for (int64_t cols : Range(1, 13)) {
+        add({"winograd spatial", 1, rows, cols, 32, 3, 3, 32, 33, attrs, Layout::kNHWC, kAll});
+      }
+    }
+  }
+  for (int64_t batch : Range(1, 9)) {
+    for (int64_t size : {3, 7, 9, 14}) {
+      add({"winograd batch", batch, size, size, 40, 3, 3, 40, 33, same, Layout::kNHWC, kAll});
+    }
+  }
+  for (int64_t c : {900, 1200, 2100}) {
+    add({"winograd wide", 2, 6, 9, c, 3, 3, c, 17, same, Layout::kNHWC, kAll});
+    add({"winograd wide", 1, 5, 5, 33, 3, 3, 33, c, same, Layout::kNHWC, kAll});
+  }
+  add({"winograd filter chunks", 2, 44, 44, 512, 3, 3, 512, 32, same, Layout::kNHWC, kFilter});
+  for (int64_t groups : {2, 3}) {
+    for (int64_t fi : {15, 16, 33}) {
+      for (int64_t kg : {16, 40}) {
+        add({"winograd groups", 2, 6, 7, groups * fi, 3, 3, fi, groups * kg, same, Layout::kNHWC,
+             kAll});
+        add({"winograd groups", 1, 9, 5, groups * fi, 3, 3, fi, groups * kg, same, Layout::kNCHW,
+             kAll});
+      }
+    }
+  }
+  for (int64_t c : {16, 33, 64}) {
+    add({"winograd nchw", 3, 10, 11, c, 3, 3, c, c + 3, same, Layout::kNCHW, kAll});
+  }
+}
+
 // Depthwise: every channel count 1..150 (blocks of 64, 32 and 16 channels and the scalar
 // remainder in every mix) at depth multipliers 1, 2 and 3; the column classes of the row
 // kernels (filter width 1..7 against column stride 1..3, dilation 1..2 and every row length
@@ -296,7 +348,7 @@ void NchwSpace(const Add& add) {
 const std::pair<const char*, void (*)(const Add&)> kSpaces[] = {
     {"channels", ChannelSpace}, {"groups", GroupSpace},     {"columns", ColumnsMergedSpace},
     {"spatial", SpatialSpace},  {"chunks", ChunkSpace},     {"depthwise", DepthwiseSpace},
-    {"filter", FilterSpace},    {"nchw", NchwSpace},
+    {"filter", FilterSpace},    {"nchw", NchwSpace},       {"winograd", WinogradSpace},
 };
 
 // ---------------------------------------------------------------------------------------
@@ -328,9 +380,15 @@ std::string Describe(const Spec& s, const ConvGeometry& g) {
 }
 
 struct Stats {
-  int64_t cases = 0, runs = 0, failures = 0;
+  int64_t cases = 0, runs = 0, failures = 0, winograd_runs = 0;
   double worst[3] = {0, 0, 0};  // largest error / bound, by element type
+  double worst_winograd[3] = {0, 0, 0};  // the same for Winograd runs, against its bound
+  double winograd_factor[3] = {0, 0, 0};  // Winograd's error in units of 2 (n + 16) u P
 };
+
+// Winograd's error bound: the direct kernels' plus this times 2 (n + 16) u P, P the tile's
+// scale (WinogradScale; README, accuracy).
+constexpr double kWinogradFactor = 1.0;
 
 template <typename T>
 struct TypeInfo;
@@ -353,6 +411,102 @@ struct TypeInfo<Eigen::bfloat16> {
   static constexpr const char* name = "bfloat16";
   static constexpr double unit = 0x1p-8, floor = 0;
 };
+
+// Winograd's error scale for each output element (forward: y; backprop input: dx): the
+// pass computes a 4x4 tile of outputs from the 6x6 source patch under it, so an element's
+// rounding error follows the whole patch, not its own products. P = sum over the reduction
+// channels c of (sum of |source| over the tile's 6x6 patch in channel c) times (sum of
+// |filter| over the 3x3 taps joining c to the element's channel). P is at least the
+// element's sum of absolute products.
+std::vector<double> WinogradScale(const ConvGeometry& g, Layout layout, bool forward,
+                                  const std::vector<double>& src_abs, const std::vector<double>& w_abs) {
+  const int64_t FI = g.filter_in_depth, K = g.out_depth, Kg = g.out_depth_per_group();
+  const int64_t sr = forward ? g.in_rows : g.out_rows, sc = forward ? g.in_cols : g.out_cols;
+  const int64_t sch = forward ? g.in_depth : K;
+  const int64_t dr = forward ? g.out_rows : g.in_rows, dc = forward ? g.out_cols : g.in_cols;
+  const int64_t dch = forward ? K : g.in_depth;
+  const int64_t pt = forward ? g.pad_top : 2 - g.pad_top, pl = forward ? g.pad_left : 2 - g.pad_left;
+  const auto at = [&](int64_t n, int64_t r, int64_t c, int64_t ch, int64_t rows, int64_t cols, int64_t chans) {
+    return layout == Layout::kNHWC ? ((n * rows + r) * cols + c) * chans + ch
+                                   : ((n * chans + ch) * rows + r) * cols + c;
+  };
+  std::vector<double> scale(g.batch * dr * dc * dch, 0.0), patch(sch);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t th = 0; th * 4 < dr; ++th) {
+      for (int64_t tw = 0; tw * 4 < dc; ++tw) {
+        std::fill(patch.begin(), patch.end(), 0.0);
+        for (int64_t r = th * 4 - pt; r < th * 4 - pt + 6; ++r) {
+          for (int64_t c = tw * 4 - pl; c < tw * 4 - pl + 6; ++c) {
+            if (r < 0 || r >= sr || c < 0 || c >= sc) continue;
+            for (int64_t ch = 0; ch < sch; ++ch) patch[ch] += src_abs[at(n, r, c, ch, sr, sc, sch)];
+          }
+        }
+        for (int64_t d = 0; d < dch; ++d) {
+          // The reduction channels of d's group, and the filter taps joining each to d.
+          double total = 0;
+          if (forward) {
+            const int64_t grp = d / Kg;
+            for (int64_t c = 0; c < FI; ++c) {
+              double taps = 0;
+              for (int64_t t = 0; t < 9; ++t) taps += w_abs[(t * FI + c) * K + d];
+              total += patch[grp * FI + c] * taps;
+            }
+          } else {
+            const int64_t grp = d / FI, ci = d % FI;
+            for (int64_t k = grp * Kg; k < (grp + 1) * Kg; ++k) {
+              double taps = 0;
+              for (int64_t t = 0; t < 9; ++t) taps += w_abs[(t * FI + ci) * K + k];
+              total += patch[k] * taps;
+            }
+          }
+          for (int64_t a = th * 4; a < std::min(dr, th * 4 + 4); ++a) {
+            for (int64_t b = tw * 4; b < std::min(dc, tw * 4 + 4); ++b) scale[at(n, a, b, d, dr, dc, dch)] = total;
+          }
+        }
+      }
+    }
+  }
+  return scale;
+}
+
+// The same for the filter gradient, which sums G^T [(A e A^T) . (B^T d B)] G over the output
+// gradient's 4x4 tiles e and the 6x6 input patches d under them: P for dw[t][c][k] = sum over
+// images and tiles of (sum of |x| over the patch in c's input channel) times (sum of |dy| over
+// the tile in channel k), the same for every tap t.
+std::vector<double> WinogradFilterScale(const ConvGeometry& g, Layout layout, const std::vector<double>& x_abs,
+                                        const std::vector<double>& dy_abs) {
+  const int64_t FI = g.filter_in_depth, K = g.out_depth, Kg = g.out_depth_per_group(), C = g.in_depth;
+  const auto at = [&](int64_t n, int64_t r, int64_t c, int64_t ch, int64_t rows, int64_t cols, int64_t chans) {
+    return layout == Layout::kNHWC ? ((n * rows + r) * cols + c) * chans + ch
+                                   : ((n * chans + ch) * rows + r) * cols + c;
+  };
+  std::vector<double> sums(FI * K, 0.0), patch(C), tile(K);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t th = 0; th * 4 < g.out_rows; ++th) {
+      for (int64_t tw = 0; tw * 4 < g.out_cols; ++tw) {
+        std::fill(patch.begin(), patch.end(), 0.0);
+        std::fill(tile.begin(), tile.end(), 0.0);
+        for (int64_t r = th * 4 - g.pad_top; r < th * 4 - g.pad_top + 6; ++r) {
+          for (int64_t c = tw * 4 - g.pad_left; c < tw * 4 - g.pad_left + 6; ++c) {
+            if (r < 0 || r >= g.in_rows || c < 0 || c >= g.in_cols) continue;
+            for (int64_t ch = 0; ch < C; ++ch) patch[ch] += x_abs[at(n, r, c, ch, g.in_rows, g.in_cols, C)];
+          }
+        }
+        for (int64_t r = th * 4; r < std::min(g.out_rows, th * 4 + 4); ++r) {
+          for (int64_t c = tw * 4; c < std::min(g.out_cols, tw * 4 + 4); ++c) {
+            for (int64_t k = 0; k < K; ++k) tile[k] += dy_abs[at(n, r, c, k, g.out_rows, g.out_cols, K)];
+          }
+        }
+        for (int64_t c = 0; c < FI; ++c) {
+          for (int64_t k = 0; k < K; ++k) sums[c * K + k] += patch[k / Kg * FI + c] * tile[k];
+        }
+      }
+    }
+  }
+  std::vector<double> scale(9 * FI * K);
+  for (int64_t t = 0; t < 9; ++t) std::copy(sums.begin(), sums.end(), scale.begin() + t * FI * K);
+  return scale;
+}
 
 class Runner {
  public:
@@ -405,6 +559,7 @@ class Runner {
     const int64_t taps = g.filter_rows * g.filter_cols;
     if (s.directions & kForward) {
       Check<T>(s, g, "forward", g.output_elements(), taps * g.filter_in_depth,
+               [&] { return WinogradScale(g, s.layout, true, xa, wa); },
                [&](auto* out, const ParallelFor& pf) {
                  using U = std::remove_pointer_t<decltype(out)>;
                  if constexpr (std::is_same_v<U, double>) {
@@ -418,6 +573,7 @@ class Runner {
     }
     if (s.directions & kInput) {
       Check<T>(s, g, "backprop input", g.input_elements(), taps * g.out_depth_per_group(),
+               [&] { return WinogradScale(g, s.layout, false, dya, wa); },
                [&](auto* out, const ParallelFor& pf) {
                  using U = std::remove_pointer_t<decltype(out)>;
                  if constexpr (std::is_same_v<U, double>) {
@@ -431,6 +587,7 @@ class Runner {
     }
     if (s.directions & kFilter) {
       Check<T>(s, g, "backprop filter", g.filter_elements(), g.batch * g.out_rows * g.out_cols,
+               [&] { return WinogradFilterScale(g, s.layout, xa, dya); },
                [&](auto* out, const ParallelFor& pf) {
                  using U = std::remove_pointer_t<decltype(out)>;
                  if constexpr (std::is_same_v<U, double>) {
@@ -447,13 +604,35 @@ class Runner {
   // `op(out, pf)` writes the direction's result: for a double* out, the exact result when
   // pf is non-null and the sum of absolute products when it is null; for a T* out, the
   // fast kernel's through pf (returning whether it applied).
-  template <typename T, typename Op>
+  template <typename T, typename Scale, typename Op>
   void Check(const Spec& s, const ConvGeometry& g, const char* direction, int64_t size,
-             int64_t products, const Op& op) {
+             int64_t products, const Scale& scale, const Op& op) {
+    const uint64_t before = WinogradCount();
+    CheckOnce<T>(s, g, direction, size, products, scale, op, /*exact=*/false);
+    if (WinogradCount() != before) {
+      // The same case in exact mode: the direct sum, within the direct kernels' bound.
+      SetExactMode(true);
+      CheckOnce<T>(s, g, direction, size, products, scale, op, /*exact=*/true);
+      SetExactMode(false);
+    }
+  }
+
+  static uint64_t WinogradCount() {
+    return PathCount(Path::kForwardWinograd) + PathCount(Path::kInputWinograd) +
+           PathCount(Path::kFilterWinograd);
+  }
+
+  template <typename T, typename Scale, typename Op>
+  void CheckOnce(const Spec& s, const ConvGeometry& g, const char* direction, int64_t size,
+                 int64_t products, const Scale& scale, const Op& op, bool exact) {
     ++stats_->runs;
     std::vector<T> fast(size, static_cast<T>(12345.0f)), split(size, static_cast<T>(-777.0f));
     const ParallelFor serial = SerialFor, reversed = ReversedRanges;
+    const uint64_t before = WinogradCount();
     if (!op(fast.data(), serial)) return Fail(s, g, direction, TypeInfo<T>::name, "the fast kernel did not apply");
+    const bool winograd = WinogradCount() != before;
+    if (exact && winograd) return Fail(s, g, direction, TypeInfo<T>::name, "Winograd ran in exact mode");
+    if (winograd) ++stats_->winograd_runs;
     op(split.data(), reversed);
     if (std::memcmp(fast.data(), split.data(), size * sizeof(T)) != 0) {
       return Fail(s, g, direction, TypeInfo<T>::name, "results differ bitwise between work splits");
@@ -461,24 +640,42 @@ class Runner {
     std::vector<double> ref(size), abs_ref(size);
     op(ref.data(), serial);
     op(abs_ref.data(), ParallelFor());
-    const double gamma = 2.0 * static_cast<double>(products) * 0x1p-24 + TypeInfo<T>::unit;
-    double worst = 0;
+    // The direct bound, gamma * sum|p| (+ floor); Winograd adds 2 (n + 16) u P (WinogradScale):
+    // its sums of n products, and the transforms' own roundings.
+    const double direct_gamma = 2.0 * static_cast<double>(products) * 0x1p-24;
+    const double winograd_gamma = kWinogradFactor * 2.0 * static_cast<double>(products + 16) * 0x1p-24;
+    const double gamma = direct_gamma + TypeInfo<T>::unit;
+    const std::vector<double> tile = winograd ? scale() : std::vector<double>();
+    double worst = 0, worst_scaled = 0;
     int64_t at = -1;
     for (int64_t i = 0; i < size; ++i) {
       const double got = static_cast<double>(static_cast<float>(fast[i]));
-      const double bound = gamma * abs_ref[i] + TypeInfo<T>::floor;
+      const double extra = winograd ? winograd_gamma * tile[i] : 0.0;
+      const double bound = gamma * abs_ref[i] + extra + TypeInfo<T>::floor;
       const double err = std::fabs(got - ref[i]);
       // A NaN compares false either way: count it as failing.
       const double ratio = err <= bound ? (bound > 0 ? err / bound : 0.0) : (bound > 0 ? err / bound : 1e300);
       if (!(ratio <= worst)) worst = std::isnan(ratio) ? 1e300 : ratio, at = i;
+      if (winograd && tile[i] > 0) {
+        // The measured factor: error beyond the direct bound's rounding of the output, in
+        // units of 2 (n + 16) u P (the README's accuracy table).
+        const double beyond = std::max(0.0, err - TypeInfo<T>::unit * abs_ref[i] - TypeInfo<T>::floor);
+        worst_scaled = std::max(worst_scaled, beyond * kWinogradFactor / (winograd_gamma * tile[i]));
+      }
     }
-    double& kept = stats_->worst[TypeInfo<T>::index];
+    double& kept = (winograd ? stats_->worst_winograd : stats_->worst)[TypeInfo<T>::index];
     kept = std::max(kept, worst);
+    if (winograd) {
+      double& d = stats_->winograd_factor[TypeInfo<T>::index];
+      d = std::max(d, worst_scaled);
+    }
     if (worst > 1) {
       char buf[256];
-      std::snprintf(buf, sizeof(buf), "element %lld: fast %.9g, exact %.9g, bound %.3g (sum |p| %.6g)",
-                    (long long)at, static_cast<double>(static_cast<float>(fast[at])), ref[at],
-                    gamma * abs_ref[at] + TypeInfo<T>::floor, abs_ref[at]);
+      std::snprintf(buf, sizeof(buf), "%selement %lld: fast %.9g, exact %.9g, bound %.3g (sum |p| %.6g)",
+                    winograd ? "Winograd, " : exact ? "exact mode, " : "", (long long)at,
+                    static_cast<double>(static_cast<float>(fast[at])), ref[at],
+                    gamma * abs_ref[at] + TypeInfo<T>::floor + (winograd ? winograd_gamma * tile[at] : 0.0),
+                    abs_ref[at]);
       Fail(s, g, direction, TypeInfo<T>::name, buf);
     }
   }
@@ -544,6 +741,11 @@ int Main(int argc, char** argv) {
               (long long)stats.failures);
   std::printf("worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n", stats.worst[0],
               stats.worst[1], stats.worst[2]);
+  std::printf("winograd runs %lld worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n",
+              (long long)stats.winograd_runs, stats.worst_winograd[0], stats.worst_winograd[1],
+              stats.worst_winograd[2]);
+  std::printf("winograd worst error/(2 (n + 16) u P) float32 %.3g float16 %.3g bfloat16 %.3g\n",
+              stats.winograd_factor[0], stats.winograd_factor[1], stats.winograd_factor[2]);
   int64_t unreached = 0;
   if (coverage) {
     // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair

@@ -1,6 +1,7 @@
 #include "cc/core/cpu/conv_fast.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +14,9 @@
 #include <vector>
 
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
+#include "cc/core/cpu/conv_winograd.h"
 #include "cc/core/cpu/coverage.h"
+#include "cc/core/cpu/fast_common.h"
 #include "cc/core/cpu/microkernels.h"
 
 namespace tf_ops {
@@ -52,121 +55,22 @@ const KernelTable& Kernels() {
 const char* FastKernelIsa() { return Kernels().isa; }
 
 namespace {
-
-template <typename T>
-constexpr int KindOf() {
-  if constexpr (std::is_same_v<T, float>) {
-    return kElemF32;
-  } else if constexpr (std::is_same_v<T, Eigen::half>) {
-    return kElemF16;
-  } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    return kElemBF16;
-  } else {
-    return -1;
-  }
+std::atomic<bool>& ExactFlag() {
+  static std::atomic<bool> flag{[] {
+    const char* env = std::getenv("TF_OPS_EXACT");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }()};
+  return flag;
 }
+}  // namespace
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+void SetExactMode(bool exact) { ExactFlag().store(exact); }
+bool ExactMode() { return ExactFlag().load(std::memory_order_relaxed); }
 
-// Floor and ceiling of a / b for b > 0 and any sign of a.
-int64_t FloorDivSigned(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-int64_t CeilDivSigned(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+namespace {
 
-// The thread pool's cost estimate for one work unit, from a floating-point operation count.
-int64_t Cost(double ops) {
-  return ops < 1 ? 1 : ops > 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ops);
-}
+using namespace fast;  // fast_common.h
 
-// out[i] = T(c[i]) for i < n: floats copied; half and bfloat16 rounded by the instruction
-// set's vector conversion where it has one, element by element otherwise.
-template <typename T>
-void WriteOut(const float* c, int64_t n, T* out) {
-  if constexpr (std::is_same_v<T, float>) {
-    std::copy(c, c + n, out);
-  } else {
-    if constexpr (KindOf<T>() >= 0) {
-      // Looked up once: this runs once per pixel and column block.
-      static const NarrowFn narrow = Kernels().narrow[KindOf<T>()];
-      NoteKernel(narrow);
-      if (narrow != nullptr) return narrow(c, n, out);
-    }
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(c[i]);
-  }
-}
-
-// Per-thread scratch that outlives a call, so that work ranges do not allocate: it grows to
-// the largest size asked for on its thread and is reused. `Slot` tells buffers apart.
-template <typename V, int Slot>
-V* Scratch(int64_t size) {
-  thread_local std::vector<V> buffer;
-  if (static_cast<int64_t>(buffer.size()) < size) buffer.resize(size);
-  return buffer.data();
-}
-
-// Workspace for the NCHW passes (their NHWC copies), kept for the next call instead of
-// freed: a new buffer costs a page fault per 4 KiB page on first touch, which takes as long
-// as the transposes themselves. At most kKeptWorkspaceBytes stay allocated between calls,
-// process-wide, whatever the number of threads; concurrent calls each get a buffer of their
-// own. Contents are not initialised.
-constexpr size_t kKeptWorkspaceBytes = size_t{64} << 20;
-
-class Workspace {
- public:
-  explicit Workspace(size_t bytes) : size_(std::max<size_t>(bytes, 1)) {
-    Pool& pool = ThePool();
-    std::lock_guard<std::mutex> lock(pool.mu);
-    // The smallest kept buffer that is large enough.
-    auto best = pool.kept.end();
-    for (auto it = pool.kept.begin(); it != pool.kept.end(); ++it) {
-      if (it->first >= size_ && (best == pool.kept.end() || it->first < best->first)) best = it;
-    }
-    if (best != pool.kept.end()) {
-      size_ = best->first;
-      data_ = std::move(best->second);
-      pool.kept_bytes -= size_;
-      pool.kept.erase(best);
-    }
-  }
-  ~Workspace() {
-    if (data_ == nullptr || size_ > kKeptWorkspaceBytes) return;
-    Pool& pool = ThePool();
-    std::lock_guard<std::mutex> lock(pool.mu);
-    pool.kept.emplace_back(size_, std::move(data_));
-    pool.kept_bytes += size_;
-    // Past the bound, the oldest kept buffers go.
-    while (pool.kept_bytes > kKeptWorkspaceBytes) {
-      pool.kept_bytes -= pool.kept.front().first;
-      pool.kept.erase(pool.kept.begin());
-    }
-  }
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
-
-  template <typename T>
-  T* data() {
-    if (data_ == nullptr) data_.reset(new char[size_]);
-    return reinterpret_cast<T*>(data_.get());
-  }
-
- private:
-  struct Pool {
-    std::mutex mu;
-    std::vector<std::pair<size_t, std::unique_ptr<char[]>>> kept;
-    size_t kept_bytes = 0;
-  };
-  static Pool& ThePool() {
-    static Pool* const pool = new Pool;  // never destroyed: calls may outlive static destructors
-    return *pool;
-  }
-
-  size_t size_;
-  std::unique_ptr<char[]> data_;
-};
-
-// Work units a pass is split into, at least, where its shape allows: enough for any thread
-// count a CPU pool is likely to have. Fixed, so that the split, and with it every sum, does
-// not depend on the number of threads.
-constexpr int64_t kMinUnits = 16;
 // Floats of packed filter one reduction chunk may span (768 KiB: within the L2 cache of
 // server cores). Shorter chunks re-walk every tile's source pixels once per chunk: on 5x5
 // layers of 256 channels, 192 KiB chunks ran 15% slower.
@@ -175,37 +79,6 @@ constexpr int64_t kPanelFloats = 192 * 1024;
 constexpr int64_t kGemmPixelsPerBlock = 96;
 // Bytes of source (through every filter row) that one group of depthwise tiles reads.
 constexpr int64_t kDepthwiseGroupBytes = 16 * 1024;
-
-// dst[i][c][r] = src[i][r][c] for `images` images of rows x cols: between NHWC ([rows =
-// pixels][cols = channels]) and NCHW. Whole 16 x 16 blocks go through the instruction
-// set's in-register transpose, the edges element by element.
-template <typename T>
-void Transpose(const T* src, int64_t images, int64_t rows, int64_t cols, T* dst,
-               const ParallelFor& parallel_for) {
-  static_assert(sizeof(T) == 4 || sizeof(T) == 2, "4- or 2-byte elements");
-  const TransposeFn block = sizeof(T) == 4 ? Kernels().transpose32 : Kernels().transpose16;
-  if (rows >= 16 && cols >= 16) NoteKernel(block);
-  constexpr int64_t kBlock = 64;  // a work unit: up to 64 x 64 elements
-  const int64_t row_blocks = CeilDiv(rows, kBlock), col_blocks = CeilDiv(cols, kBlock);
-  const int64_t per_image = row_blocks * col_blocks;
-  parallel_for(images * per_image, kBlock * kBlock, [&](int64_t begin, int64_t end) {
-    for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t image = unit / per_image, b = unit % per_image;
-      const T* s = src + image * rows * cols;
-      T* d = dst + image * rows * cols;
-      const int64_t r0 = b / col_blocks * kBlock, c0 = b % col_blocks * kBlock;
-      const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
-      const int64_t r16 = r0 + (r1 - r0) / 16 * 16, c16 = c0 + (c1 - c0) / 16 * 16;
-      for (int64_t r = r0; r < r16; r += 16) {
-        for (int64_t c = c0; c < c16; c += 16) block(s + r * cols + c, cols, d + c * rows + r, rows);
-      }
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t from = c < c16 ? r16 : r0;
-        for (int64_t r = from; r < r1; ++r) d[c * rows + r] = s[r * cols + c];
-      }
-    }
-  });
-}
 
 // NCHW passes run on NHWC copies of this many elements at most (and at least one image).
 constexpr int64_t kNchwChunkElements = int64_t{1} << 21;
@@ -588,17 +461,6 @@ void RunBanded(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter
   });
 }
 
-// The gemm micro-kernel whose column width wastes the fewest lanes on `columns` (ties go
-// to the wider one).
-const GemmKernel& PickGemm(int64_t columns) {
-  const KernelTable& table = Kernels();
-  const GemmKernel* best = &table.gemm[0];
-  for (const GemmKernel& k : table.gemm) {
-    if (CeilDiv(columns, k.nb) * k.nb <= CeilDiv(columns, best->nb) * best->nb) best = &k;
-  }
-  return *best;
-}
-
 DimMap ForwardDim(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t dilation,
                   int64_t taps) {
   DimMap d;
@@ -938,15 +800,17 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
   });
 }
 
-// Grouped GEMM over the indirection table, or depthwise by rows, NHWC, any batch. `forward` picks
-// the direction: forward reads x and writes y, otherwise reads dy and writes dx.
+// Grouped GEMM over the indirection table, depthwise by rows, or (`winograd`, where
+// WinogradApplies) Winograd, NHWC, any batch. `forward` picks the direction: forward reads x
+// and writes y, otherwise reads dy and writes dx.
 template <typename T>
-void IndirectNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
-                  const ParallelFor& parallel_for) {
+void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w, const T* src,
+                  T* dst, const ParallelFor& parallel_for) {
   constexpr int kind = KindOf<T>();
   const int64_t taps = g.filter_rows * g.filter_cols;
   const int64_t FI = g.filter_in_depth, K = g.out_depth, G = g.groups;
   const int64_t Kg = g.out_depth_per_group();
+  if (winograd) return WinogradNhwc(g, forward, w, src, dst, parallel_for);
   if (!forward && G == 1 && FI <= 8 && g.filter_cols > 1) {
     Note(Path::kInputColumnsMerged);
     return BackpropInputColumnsMerged(g, w, src, dst, parallel_for);
@@ -1438,8 +1302,10 @@ bool FastIndirect(const ConvGeometry& g, Layout layout, bool forward, const T* w
     return false;
   } else {
     if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
+    // Exact mode is read once per call, here.
+    const bool winograd = WinogradApplies<T>(g, forward);
     if (layout == Layout::kNHWC) {
-      IndirectNhwc(g, forward, w, src, dst, parallel_for);
+      IndirectNhwc(g, forward, winograd, w, src, dst, parallel_for);
       return true;
     }
     int64_t src_c = g.in_depth, src_hw = g.in_rows * g.in_cols;
@@ -1447,7 +1313,7 @@ bool FastIndirect(const ConvGeometry& g, Layout layout, bool forward, const T* w
     if (!forward) std::swap(src_c, dst_c), std::swap(src_hw, dst_hw);
     InNhwcChunks(g, src, src_c, src_hw, dst, dst_c, dst_hw, parallel_for,
                  [&](const ConvGeometry& gc, const T* s, T* d) {
-                   IndirectNhwc(gc, forward, w, s, d, parallel_for);
+                   IndirectNhwc(gc, forward, winograd, w, s, d, parallel_for);
                  });
     return true;
   }
@@ -1483,11 +1349,18 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     }
     const int64_t size = g.filter_elements();
     const bool depthwise = IsDepthwiseOne(g);
+    // Exact mode is read once per call, here.
+    const bool winograd = !depthwise && WinogradFilterApplies<T>(g);
     const GemmKernel& gk = PickGemm(g.out_depth_per_group());
-    const FilterPlan plan = depthwise ? PlanDepthwiseFilter(gc) : PlanFilter(gc, gk.mr, gk.nb, sizeof(T));
+    FilterPlan plan;
+    if (!winograd) plan = depthwise ? PlanDepthwiseFilter(gc) : PlanFilter(gc, gk.mr, gk.nb, sizeof(T));
     std::vector<float> acc(plan.slices * size, 0.0f);
+    std::unique_ptr<WinogradFilter<T>> wino;
+    if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, parallel_for);
     const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp) {
-      if (depthwise) {
+      if (winograd) {
+        wino->Accumulate(gp, xp, dyp);
+      } else if (depthwise) {
         FilterDepthwiseNhwc(gp, plan, xp, dyp, acc.data(), parallel_for);
       } else {
         FilterGemmNhwc(gp, plan, gk, xp, dyp, acc.data(), parallel_for);
@@ -1509,6 +1382,7 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
         pass(gp, x_nhwc, dy_nhwc);
       }
     }
+    if (winograd) wino->Finish(acc.data());
     for (int64_t i = 0; i < size; ++i) {
       float sum = acc[i];
       for (int64_t s = 1; s < plan.slices; ++s) sum += acc[s * size + i];

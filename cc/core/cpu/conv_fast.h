@@ -41,6 +41,14 @@ template <typename T>
 bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy,
                             T* dw, const ParallelFor& parallel_for);
 
+// Exact mode, process-wide: when on, every output element is the direct sum of its products
+// (as the direct loops form it, in float for half and bfloat16), and the fast algorithms
+// that sum transformed values instead (Winograd, conv_winograd.h) are not used. Off by
+// default; on from the start when the environment variable TF_OPS_EXACT is "1". Calls
+// already running keep the mode they started with.
+void SetExactMode(bool exact);
+bool ExactMode();
+
 // The instruction set of the micro-kernels in use ("avx512_bf16", "avx512", "avx2" or
 // "generic").
 const char* FastKernelIsa();

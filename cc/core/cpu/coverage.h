@@ -21,12 +21,17 @@ namespace cpu {
   X(kForwardBandedMerged, "forward/banded, filter-row taps merged")                           \
   X(kForwardIndirect, "forward/indirect")                                                     \
   X(kForwardDepthwise, "forward/depthwise rows")                                              \
+  X(kForwardWinograd, "forward/Winograd F(4x4, 3x3)")                                         \
   X(kInputColumnsMerged, "backprop input/filter columns merged into GEMM columns")           \
   X(kInputPointwise, "backprop input/pointwise")                                              \
   X(kInputBanded, "backprop input/banded")                                                    \
   X(kInputBandedMerged, "backprop input/banded, filter-row taps merged")                      \
   X(kInputIndirect, "backprop input/indirect")                                                \
   X(kInputDepthwise, "backprop input/depthwise rows")                                         \
+  X(kInputWinograd, "backprop input/Winograd F(4x4, 3x3)")                                    \
+  X(kWinogradColumnBlocks, "winograd/several column blocks")                                  \
+  X(kWinogradPaddedRows, "winograd/a block's tiles padded to whole GEMM tiles")               \
+  X(kWinogradEdgeTiles, "winograd/tiles past the output's last row or column")                \
   X(kGemmBf16Pairs, "gemm/bfloat16 pair panels")                                              \
   X(kColumnsMergedBlocks, "columns merged/several column blocks")                             \
   X(kColumnsMergedFullTiles, "columns merged/whole tiles of a row")                           \
@@ -55,6 +60,8 @@ namespace cpu {
   X(kFilterFullBlock, "backprop filter/a full block of packed pixels")                        \
   X(kFilterPairs, "backprop filter/bfloat16 pairs")                                           \
   X(kFilterDepthwise, "backprop filter/depthwise")                                            \
+  X(kFilterWinograd, "backprop filter/Winograd F(4x4, 3x3)")                                  \
+  X(kWinogradFilterChunks, "winograd/filter gradient in several chunks of tiles")             \
   X(kFilterDepthwiseScalar, "backprop filter/depthwise channels past the last vector block")
 
 enum class Path : int {

@@ -88,6 +88,29 @@ using NarrowFn = void (*)(const float* src, int64_t n, void* dst);
 // out[i] |= in[i] << 16, for i < n.
 using PackHalvesFn = void (*)(const uint16_t* in, int64_t n, uint32_t* out, bool high);
 
+// Winograd F(4x4, 3x3) transforms (conv_winograd.cc), each along `n` contiguous channels:
+//   input:    v[xi * v_step + c] = (B^T d B)[xi] for the 6 x 6 patch d[i][j] = patch[i * 6 + j][c]
+//             (arrays of the activations' kind);
+//   filter:   u[xi * u_step + c] = (G g G^T)[xi] for the 3 x 3 filter g[i][j] = taps[i * 3 + j][c];
+//   output:   y[i * 4 + j][c] = (A^T m A)[i][j] for the 6 x 6 products m[xi] = m[xi * m_step + c];
+// and for the filter gradient, the transposed forms:
+//   gradient: v[xi * v_step + c] = (A e A^T)[xi] for the 4 x 4 output-gradient tile
+//             e[i][j] = tile[i * 4 + j][c] (of the activations' kind);
+//   reduce:   y[i * 3 + j][c] = (G^T m G)[i][j] for the 6 x 6 sums m[xi] = m[xi * m_step + c];
+// for xi < 36 (row-major over the 6 x 6 positions) and c < n, with the matrices of
+// F(4x4, 3x3) at the points 0, 1, -1, 2, -2 (conv_winograd.h).
+using WinogradInputFn = void (*)(const void* const* patch, int64_t n, float* v, int64_t v_step);
+using WinogradFilterFn = void (*)(const void* const* taps, int64_t n, float* u, int64_t u_step);
+using WinogradOutputFn = void (*)(const float* m, int64_t m_step, int64_t n, float* const* y);
+
+struct WinogradKernel {
+  WinogradInputFn input[kElemKinds];
+  WinogradFilterFn filter[kElemKinds];
+  WinogradOutputFn output;
+  WinogradInputFn gradient[kElemKinds];
+  WinogradOutputFn reduce;
+};
+
 struct GemmKernel {
   int mr, nb;  // tile: mr rows (pixels or input channels) x nb output columns
   GemmIndirectFn indirect[kElemKinds];
@@ -119,6 +142,7 @@ struct KernelTable {
   // panels (microkernels_avx512bf16.cc), the same tiles as gemm[], and a strided reduction
   // whose operands both hold bfloat16 pairs along the reduction; else null.
   const GemmKernel* gemm_bf16_pairs;
+  WinogradKernel winograd;
 };
 
 // Calls fn(name, index, kind, kernel) for every micro-kernel of `t` and of its bfloat16
@@ -152,6 +176,11 @@ void ForEachKernel(const KernelTable& t, Fn fn) {
   fn("transpose32", 0, -1, t.transpose32), fn("transpose16", 0, -1, t.transpose16);
   fn("pack_halves", 0, -1, t.pack_halves);
   for (int e = 0; e < kElemKinds; ++e) fn("narrow", 0, e, t.narrow[e]);
+  for (int e = 0; e < kElemKinds; ++e) {
+    fn("winograd.input", 0, e, t.winograd.input[e]), fn("winograd.filter", 0, e, t.winograd.filter[e]);
+  }
+  for (int e = 0; e < kElemKinds; ++e) fn("winograd.gradient", 0, e, t.winograd.gradient[e]);
+  fn("winograd.output", 0, -1, t.winograd.output), fn("winograd.reduce", 0, -1, t.winograd.reduce);
 }
 static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (2 * kElemKinds + 1) * sizeof(void*),
               "a new GemmKernel member: list it in ForEachKernel");
@@ -160,9 +189,12 @@ static_assert(sizeof(DepthwiseKernel) ==
                       (3 * kElemKinds + kDepthwiseRowMults * kDepthwiseRowCols * kElemKinds) *
                           sizeof(void*),
               "a new DepthwiseKernel member: list it in ForEachKernel");
+static_assert(sizeof(WinogradKernel) == (3 * kElemKinds + 2) * sizeof(void*),
+              "a new WinogradKernel member: list it in ForEachKernel");
 static_assert(sizeof(KernelTable) == sizeof(const char*) + 3 * sizeof(GemmKernel) +
                                          3 * sizeof(DepthwiseKernel) +
-                                         (3 + kElemKinds + 1) * sizeof(void*),
+                                         (3 + kElemKinds + 1) * sizeof(void*) +
+                                         sizeof(WinogradKernel),
               "a new KernelTable member: list it in ForEachKernel");
 
 // One table per instruction set; each is null when this build lacks it.

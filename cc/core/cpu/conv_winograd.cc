@@ -1,0 +1,363 @@
+#include "cc/core/cpu/conv_winograd.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "cc/core/cpu/conv_fast.h"
+#include "cc/core/cpu/coverage.h"
+#include "cc/core/cpu/fast_common.h"
+#include "cc/core/cpu/microkernels.h"
+
+namespace tf_ops {
+namespace cpu {
+namespace {
+
+using namespace fast;  // fast_common.h
+
+constexpr int kAlpha = 6;                // transformed tile: 6 x 6
+constexpr int kPoints = kAlpha * kAlpha;  // 36 element-wise GEMMs
+constexpr int kOut = 4;                  // output tile: 4 x 4
+
+// Channels a group needs on each side (reduction and columns) for the transforms to cost
+// less than the multiplies they save: forward and backprop input, and the filter gradient
+// (whose transformed operands are read from memory once per 36 x channels x channels
+// multiplies; at 16 channels the direct pass ran 1.3x faster).
+constexpr int64_t kMinChannels = 16;
+constexpr int64_t kMinFilterChannels = 32;
+// Floats of transformed source one work unit holds (36 x tiles x channels): 512 KiB.
+constexpr int64_t kBlockFloats = 128 * 1024;
+
+// The pass in forward terms: dst[n, oh, ow, d_off + j] = sum_{kh, kw, c}
+// src[n, oh + kh - pad_top, ow + kw - pad_left, s_off + c] * f[kh][kw][c][j], out-of-range
+// source pixels reading zero.
+struct Problem {
+  int64_t batch, src_rows, src_cols, src_channels, dst_rows, dst_cols, dst_channels;
+  int64_t pad_top, pad_left;
+  int64_t groups, src_group, dst_group;  // channels per group: reduction and columns
+};
+
+Problem MakeProblem(const ConvGeometry& g, bool forward) {
+  Problem p;
+  p.batch = g.batch;
+  p.groups = g.groups;
+  if (forward) {
+    p.src_rows = g.in_rows, p.src_cols = g.in_cols, p.src_channels = g.in_depth;
+    p.dst_rows = g.out_rows, p.dst_cols = g.out_cols, p.dst_channels = g.out_depth;
+    p.pad_top = g.pad_top, p.pad_left = g.pad_left;
+    p.src_group = g.filter_in_depth, p.dst_group = g.out_depth_per_group();
+  } else {
+    // dx[ih] = sum_kh dy[ih + pad_top - kh] w[kh] = sum_kh' dy[ih + kh' - (2 - pad_top)] w[2 - kh'].
+    p.src_rows = g.out_rows, p.src_cols = g.out_cols, p.src_channels = g.out_depth;
+    p.dst_rows = g.in_rows, p.dst_cols = g.in_cols, p.dst_channels = g.in_depth;
+    p.pad_top = 2 - g.pad_top, p.pad_left = 2 - g.pad_left;
+    p.src_group = g.out_depth_per_group(), p.dst_group = g.filter_in_depth;
+  }
+  return p;
+}
+
+}  // namespace
+
+template <typename T>
+bool WinogradApplies(const ConvGeometry& g, bool forward) {
+  if constexpr (KindOf<T>() < 0) {
+    return false;
+  } else {
+    if (ExactMode()) return false;
+    if (g.filter_rows != 3 || g.filter_cols != 3 || g.stride_rows != 1 || g.stride_cols != 1 ||
+        g.dilation_rows != 1 || g.dilation_cols != 1) {
+      return false;
+    }
+    const Problem p = MakeProblem(g, forward);
+    return p.src_group >= kMinChannels && p.dst_group >= kMinChannels && p.dst_rows > 0 &&
+           p.dst_cols > 0 && p.batch > 0;
+  }
+}
+
+template <typename T>
+void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
+                  const ParallelFor& parallel_for) {
+  constexpr int kind = KindOf<T>();
+  const Problem p = MakeProblem(g, forward);
+  const KernelTable& table = Kernels();
+  const WinogradKernel& wk = table.winograd;
+  const GemmKernel& gk = PickGemm(p.dst_group);
+  const int mr = gk.mr, nb = gk.nb;
+  const int64_t G = p.groups, Cs = p.src_group, Cd = p.dst_group;
+  const int64_t blocks = CeilDiv(Cd, nb);
+  const int64_t K = g.out_depth, FI = g.filter_in_depth, Kg = g.out_depth_per_group();
+  Note(forward ? Path::kForwardWinograd : Path::kInputWinograd);
+  if (blocks > 1) Note(Path::kWinogradColumnBlocks);
+
+  // Backprop input reads the filter along its in-depth axis: a transposed copy, w_t[t][k][ci].
+  Workspace transposed_space(forward ? 0 : 9 * FI * K * sizeof(T));
+  const T* filter = w;
+  if (!forward) {
+    T* const w_t = transposed_space.data<T>();
+    Transpose(w, 9, FI, K, w_t, parallel_for);
+    filter = w_t;
+  }
+  // The transformed filter: u[((grp * blocks + cb) * 36 + xi) * Cs + c][j], j < nb (zero past
+  // the group's columns), in the gemm micro-kernels' panel layout.
+  const int64_t panel = Cs * nb;
+  Workspace u_space(G * blocks * kPoints * panel * sizeof(float));
+  float* const u = u_space.data<float>();
+  const WinogradFilterFn filter_fn = wk.filter[kind];
+  NoteKernel(filter_fn);
+  parallel_for(G * blocks * Cs, 9 * 36 * nb, [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t grp = unit / (blocks * Cs), cb = unit / Cs % blocks, c = unit % Cs;
+      const int64_t width = std::min<int64_t>(nb, Cd - cb * nb);
+      const void* taps[9];
+      for (int t = 0; t < 9; ++t) {
+        // Forward: f[t][c][j] = w[t][c][grp*Kg + cb*nb + j]. Backprop input: f[t][c][j] =
+        // w[8 - t][cb*nb + j][grp*Kg + c] = w_t[8 - t][grp*Kg + c][cb*nb + j].
+        taps[t] = forward ? filter + (t * FI + c) * K + grp * Kg + cb * nb
+                          : filter + ((8 - t) * K + grp * Kg + c) * FI + cb * nb;
+      }
+      float* const out = u + (grp * blocks + cb) * kPoints * panel + c * nb;
+      filter_fn(taps, width, out, panel);
+      if (width < nb) {
+        for (int xi = 0; xi < kPoints; ++xi) std::fill(out + xi * panel + width, out + xi * panel + nb, 0.0f);
+      }
+    }
+  });
+
+  // Tiles of 4 x 4 outputs, numbered across images: tile i is image i / per_image, tile row
+  // i % per_image / tiles_w, tile column i % tiles_w. A unit transforms a block of `tb`
+  // tiles of one group and runs the 36 GEMMs and the output transform per column block.
+  const int64_t tiles_h = CeilDiv(p.dst_rows, kOut), tiles_w = CeilDiv(p.dst_cols, kOut);
+  const int64_t per_image = tiles_h * tiles_w, tiles = p.batch * per_image;
+  int64_t tb = std::max<int64_t>(mr, kBlockFloats / (kPoints * Cs) / mr * mr);
+  // Enough units for the threads, where the tiles allow.
+  const int64_t want = CeilDiv(kMinUnits, G);
+  tb = std::min(tb, CeilDiv(CeilDiv(tiles, want), mr) * mr);
+  const int64_t tile_blocks = CeilDiv(tiles, tb);
+  const GemmAffineFn gemm = gk.affine[kElemF32];
+  const WinogradInputFn input_fn = wk.input[kind];
+  const WinogradOutputFn output_fn = wk.output;
+  const double unit_ops = 2.0 * kPoints * tb * Cs * Cd + 200.0 * tb * (Cs + Cd);
+  parallel_for(G * tile_blocks, Cost(unit_ops), [&](int64_t begin, int64_t end) {
+    float* const v = Scratch<float, 30>(kPoints * tb * Cs);
+    float* const m = Scratch<float, 31>(kPoints * tb * nb);
+    float* const y = Scratch<float, 32>(kOut * kOut * nb);  // results not written in place
+    const float* const zeros = Scratch<float, 33>(Cs);  // never written: zero in every kind
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t grp = unit / tile_blocks, first = unit % tile_blocks * tb;
+      const int64_t count = std::min(tb, tiles - first);
+      const int64_t rows = CeilDiv(count, mr) * mr;  // GEMM rows: whole micro-kernel tiles
+      // Input transform: v[xi][tile][c].
+      NoteKernel(input_fn);
+      for (int64_t q = 0; q < count; ++q) {
+        const int64_t i = first + q, n = i / per_image, th = i % per_image / tiles_w, tw = i % tiles_w;
+        const void* patch[kPoints];
+        for (int a = 0; a < kAlpha; ++a) {
+          const int64_t sr = th * kOut + a - p.pad_top;
+          for (int b = 0; b < kAlpha; ++b) {
+            const int64_t sc = tw * kOut + b - p.pad_left;
+            const bool inside = sr >= 0 && sr < p.src_rows && sc >= 0 && sc < p.src_cols;
+            patch[a * kAlpha + b] =
+                inside ? static_cast<const void*>(src + ((n * p.src_rows + sr) * p.src_cols + sc) * p.src_channels + grp * Cs)
+                       : static_cast<const void*>(zeros);
+          }
+        }
+        input_fn(patch, Cs, v + q * Cs, tb * Cs);
+      }
+      if (rows > count) {
+        Note(Path::kWinogradPaddedRows);
+        for (int xi = 0; xi < kPoints; ++xi) std::fill(v + (xi * tb + count) * Cs, v + (xi * tb + rows) * Cs, 0.0f);
+      }
+      for (int64_t cb = 0; cb < blocks; ++cb) {
+        const int64_t width = std::min<int64_t>(nb, Cd - cb * nb);
+        const float* const panels = u + (grp * blocks + cb) * kPoints * panel;
+        NoteKernel(gemm);
+        for (int xi = 0; xi < kPoints; ++xi) {
+          const void* a = v + xi * tb * Cs;
+          const float* b = panels + xi * panel;
+          gemm(rows / mr, 1, &a, Cs, &b, Cs, m + xi * rows * nb, nb, /*accumulate=*/false);
+        }
+        NoteKernel(output_fn);
+        for (int64_t q = 0; q < count; ++q) {
+          const int64_t i = first + q, n = i / per_image, th = i % per_image / tiles_w, tw = i % tiles_w;
+          float* out[kOut * kOut];
+          bool edge = false;
+          for (int a = 0; a < kOut; ++a) {
+            for (int b = 0; b < kOut; ++b) {
+              const int64_t oh = th * kOut + a, ow = tw * kOut + b;
+              const bool inside = oh < p.dst_rows && ow < p.dst_cols;
+              edge |= !inside;
+              float* const scratch = y + (a * kOut + b) * nb;
+              if constexpr (std::is_same_v<T, float>) {
+                out[a * kOut + b] =
+                    inside ? dst + ((n * p.dst_rows + oh) * p.dst_cols + ow) * p.dst_channels + grp * Cd + cb * nb
+                           : scratch;
+              } else {
+                out[a * kOut + b] = scratch;
+              }
+            }
+          }
+          if (edge) Note(Path::kWinogradEdgeTiles);
+          output_fn(m + q * nb, rows * nb, width, out);
+          if constexpr (!std::is_same_v<T, float>) {
+            for (int a = 0; a < kOut; ++a) {
+              for (int b = 0; b < kOut; ++b) {
+                const int64_t oh = th * kOut + a, ow = tw * kOut + b;
+                if (oh >= p.dst_rows || ow >= p.dst_cols) continue;
+                WriteOut(y + (a * kOut + b) * nb, width,
+                         dst + ((n * p.dst_rows + oh) * p.dst_cols + ow) * p.dst_channels + grp * Cd + cb * nb);
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+bool WinogradFilterApplies(const ConvGeometry& g) {
+  // The filter gradient's GEMMs have the forward pass's sides: in-depth by out-depth per group.
+  return WinogradApplies<T>(g, /*forward=*/true) && g.filter_in_depth >= kMinFilterChannels &&
+         g.out_depth_per_group() >= kMinFilterChannels;
+}
+
+namespace {
+// Floats of transformed input and output gradient one chunk of tiles holds (16 MiB).
+constexpr int64_t kFilterChunkFloats = int64_t{4} << 20;
+}  // namespace
+
+template <typename T>
+struct WinogradFilter<T>::State {
+  ConvGeometry g;
+  ParallelFor parallel_for;
+  int mr = 0, nb = 0;
+  GemmStridedFn strided = nullptr;
+  // Sums of the 36 GEMMs: m[((grp * 36 + xi) * cp + c) * kgp + k], c < cp (in-depth rounded up
+  // to whole micro-kernel rows), k < kgp (out-depth per group rounded up to whole columns).
+  int64_t cp = 0, kgp = 0;
+  std::unique_ptr<Workspace> m_space;
+  float* m = nullptr;
+};
+
+template <typename T>
+WinogradFilter<T>::WinogradFilter(const ConvGeometry& g, const ParallelFor& parallel_for)
+    : state_(new State) {
+  State& s = *state_;
+  s.g = g;
+  s.parallel_for = parallel_for;
+  const GemmKernel& gk = PickGemm(g.out_depth_per_group());
+  s.mr = gk.mr, s.nb = gk.nb, s.strided = gk.strided;
+  s.cp = CeilDiv(g.filter_in_depth, s.mr) * s.mr;
+  s.kgp = CeilDiv(g.out_depth_per_group(), s.nb) * s.nb;
+  const int64_t floats = g.groups * kPoints * s.cp * s.kgp;
+  s.m_space = std::make_unique<Workspace>(floats * sizeof(float));
+  s.m = s.m_space->template data<float>();
+  parallel_for(g.groups * kPoints, s.cp * s.kgp, [&](int64_t begin, int64_t end) {
+    std::fill(s.m + begin * s.cp * s.kgp, s.m + end * s.cp * s.kgp, 0.0f);
+  });
+  Note(Path::kFilterWinograd);
+}
+
+template <typename T>
+WinogradFilter<T>::~WinogradFilter() {
+  delete state_;
+}
+
+template <typename T>
+void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* dy) {
+  constexpr int kind = KindOf<T>();
+  State& s = *state_;
+  const KernelTable& table = Kernels();
+  const int64_t G = gc.groups, FI = gc.filter_in_depth, K = gc.out_depth, Kg = gc.out_depth_per_group();
+  const int64_t cin = gc.in_depth, kr = K + s.nb;  // row lengths of v and e (e zero past K)
+  const int64_t tiles_h = CeilDiv(gc.out_rows, kOut), tiles_w = CeilDiv(gc.out_cols, kOut);
+  const int64_t per_image = tiles_h * tiles_w, tiles = gc.batch * per_image;
+  const int64_t chunk = std::max<int64_t>(1, std::min(tiles, kFilterChunkFloats / (kPoints * (cin + kr))));
+  if (chunk < tiles) Note(Path::kWinogradFilterChunks);
+  Workspace v_space(kPoints * chunk * cin * sizeof(float)), e_space(kPoints * chunk * kr * sizeof(float));
+  float* const v = v_space.data<float>();
+  float* const e = e_space.data<float>();
+  const WinogradInputFn input_fn = table.winograd.input[kind];
+  const WinogradInputFn gradient_fn = table.winograd.gradient[kind];
+  NoteKernel(input_fn), NoteKernel(gradient_fn), NoteKernel(s.strided);
+  const int64_t c_tiles = CeilDiv(FI, s.mr), k_tiles = s.kgp / s.nb;
+  for (int64_t first = 0; first < tiles; first += chunk) {
+    const int64_t count = std::min(chunk, tiles - first);
+    // Transforms of the chunk's tiles: v[xi][q][c] and e[xi][q][k].
+    s.parallel_for(count, 40 * kPoints * (cin + K), [&](int64_t begin, int64_t end) {
+      const float* const zeros = Scratch<float, 34>(std::max(cin, K));  // never written
+      for (int64_t q = begin; q < end; ++q) {
+        const int64_t i = first + q, n = i / per_image, th = i % per_image / tiles_w, tw = i % tiles_w;
+        const void* patch[kPoints];
+        for (int a = 0; a < kAlpha; ++a) {
+          for (int b = 0; b < kAlpha; ++b) {
+            const int64_t sr = th * kOut + a - gc.pad_top, sc = tw * kOut + b - gc.pad_left;
+            const bool inside = sr >= 0 && sr < gc.in_rows && sc >= 0 && sc < gc.in_cols;
+            patch[a * kAlpha + b] = inside ? static_cast<const void*>(x + ((n * gc.in_rows + sr) * gc.in_cols + sc) * cin)
+                                           : static_cast<const void*>(zeros);
+          }
+        }
+        input_fn(patch, cin, v + q * cin, chunk * cin);
+        const void* tile[kOut * kOut];
+        for (int a = 0; a < kOut; ++a) {
+          for (int b = 0; b < kOut; ++b) {
+            const int64_t oh = th * kOut + a, ow = tw * kOut + b;
+            const bool inside = oh < gc.out_rows && ow < gc.out_cols;
+            tile[a * kOut + b] = inside ? static_cast<const void*>(dy + ((n * gc.out_rows + oh) * gc.out_cols + ow) * K)
+                                        : static_cast<const void*>(zeros);
+          }
+        }
+        gradient_fn(tile, K, e + q * kr, chunk * kr);
+        for (int xi = 0; xi < kPoints; ++xi) {
+          float* const row = e + (xi * chunk + q) * kr;
+          std::fill(row + K, row + kr, 0.0f);
+        }
+      }
+    });
+    // The 36 GEMMs, reduced over the chunk's tiles in order into m: a unit per (group, xi,
+    // tile of mr input channels), through every column tile.
+    s.parallel_for(G * kPoints * c_tiles, Cost(2.0 * count * s.mr * s.kgp), [&](int64_t begin, int64_t end) {
+      for (int64_t unit = begin; unit < end; ++unit) {
+        const int64_t grp = unit / (kPoints * c_tiles), xi = unit / c_tiles % kPoints, ct = unit % c_tiles;
+        const int64_t c0 = ct * s.mr;
+        const float* const a = v + xi * chunk * cin + grp * FI + c0;
+        const float* const b = e + xi * chunk * kr + grp * Kg;
+        float* const c = s.m + ((grp * kPoints + xi) * s.cp + c0) * s.kgp;
+        for (int64_t kt = 0; kt < k_tiles; ++kt) {
+          s.strided(count, a, cin, std::min<int64_t>(s.mr, FI - c0), b + kt * s.nb, kr, c + kt * s.nb, s.kgp);
+        }
+      }
+    });
+  }
+}
+
+template <typename T>
+void WinogradFilter<T>::Finish(float* dw) {
+  State& s = *state_;
+  const int64_t G = s.g.groups, FI = s.g.filter_in_depth, K = s.g.out_depth, Kg = s.g.out_depth_per_group();
+  const WinogradOutputFn reduce = Kernels().winograd.reduce;
+  NoteKernel(reduce);
+  s.parallel_for(G * FI, kPoints * 4 * Kg, [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t grp = unit / FI, c = unit % FI;
+      float* out[9];
+      for (int t = 0; t < 9; ++t) out[t] = dw + (t * FI + c) * K + grp * Kg;
+      reduce(s.m + (grp * kPoints * s.cp + c) * s.kgp, s.cp * s.kgp, Kg, out);
+    }
+  });
+}
+
+#define TF_OPS_INSTANTIATE(T)                                                         \
+  template bool WinogradApplies<T>(const ConvGeometry&, bool);                         \
+  template bool WinogradFilterApplies<T>(const ConvGeometry&);                         \
+  template class WinogradFilter<T>;                                                    \
+  template void WinogradNhwc<T>(const ConvGeometry&, bool, const T*, const T*, T*, \
+                                const ParallelFor&);
+TF_OPS_INSTANTIATE(float)
+TF_OPS_INSTANTIATE(Eigen::half)
+TF_OPS_INSTANTIATE(Eigen::bfloat16)
+#undef TF_OPS_INSTANTIATE
+
+}  // namespace cpu
+}  // namespace tf_ops

@@ -1,0 +1,73 @@
+// Winograd F(4x4, 3x3) for the fast CPU kernels (conv_fast.cc): 3x3 convolutions of stride
+// and dilation 1, forward, backprop input (a 3x3 stride-1 correlation of the output gradient
+// with the filter turned half a turn and its channel axes swapped) and backprop filter, NHWC,
+// with enough channels on both sides of each group to pay for the transforms.
+//
+// Each 4x4 block of outputs is
+//   Y = A^T [ sum_c (G g_c G^T) . (B^T d_c B) ] A
+// with d_c the 6x6 source patch and g_c the 3x3 filter of channel c, and
+//   B^T = [4  0 -5  0  1  0]   G = [ 1/4     0     0 ]   A^T = [1  1  1  1  1  0]
+//         [0 -4 -4  1  1  0]       [-1/6  -1/6  -1/6 ]         [0  1 -1  2 -2  0]
+//         [0  4 -4 -1  1  0]       [-1/6   1/6  -1/6 ]         [0  1  1  4  4  0]
+//         [0 -2 -1  2  1  0]       [1/24  1/12   1/6 ]         [0  1 -1  8 -8  1]
+//         [0  2 -1 -2  1  0]       [1/24 -1/12   1/6 ]
+//         [0  4  0 -5  0  1]       [ 0     0     1   ]
+// The filter gradient is the derivative of that identity with respect to g:
+//   dW = sum over tiles and images of G^T [ (A e A^T) . (B^T d B) ] G
+// with e the 4x4 output-gradient tile: 36 GEMMs reduced over tiles, G^T . G applied once
+// to their sums.
+// The 36 element-wise products summed over c are 36 GEMMs (tiles x channels times channels x
+// output channels) on the gemm micro-kernels; 36 multiplies per 16 outputs and channel pair,
+// against 144 for the direct sum. The transforms run on the micro-kernel table's winograd
+// routines. Its rounding errors are larger than the direct sum's (the README's accuracy
+// table states the bound); exact mode (SetExactMode) turns it off.
+//
+// Work units are blocks of tiles (taken across images) of one group; every output element is
+// produced by one unit with its reduction in one fixed order, so results are bitwise the same
+// whatever the number of threads.
+#ifndef TF_OPS_CC_CORE_CPU_CONV_WINOGRAD_H_
+#define TF_OPS_CC_CORE_CPU_CONV_WINOGRAD_H_
+
+#include "cc/core/conv_geometry.h"
+#include "cc/core/cpu/conv_cpu.h"
+
+namespace tf_ops {
+namespace cpu {
+
+// Whether the Winograd pass takes this geometry (NHWC or NCHW alike), direction `forward`
+// or backprop input, for element type T, with exact mode off.
+template <typename T>
+bool WinogradApplies(const ConvGeometry& g, bool forward);
+
+// The same for the filter gradient.
+template <typename T>
+bool WinogradFilterApplies(const ConvGeometry& g);
+
+// Runs it, NHWC: forward reads src = x and writes dst = y; backprop input reads src = dy
+// and writes dst = dx.
+template <typename T>
+void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
+                  const ParallelFor& parallel_for);
+
+// The filter gradient, accumulated over NHWC chunks of images: Accumulate() each chunk in
+// order (every chunk's geometry differs from the constructor's only in its batch), then
+// Finish() writes dw as floats, [3][3][FI][K].
+template <typename T>
+class WinogradFilter {
+ public:
+  WinogradFilter(const ConvGeometry& g, const ParallelFor& parallel_for);
+  ~WinogradFilter();
+  WinogradFilter(const WinogradFilter&) = delete;
+  WinogradFilter& operator=(const WinogradFilter&) = delete;
+  void Accumulate(const ConvGeometry& chunk, const T* x, const T* dy);
+  void Finish(float* dw);
+
+ private:
+  struct State;
+  State* state_;
+};
+
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_CONV_WINOGRAD_H_

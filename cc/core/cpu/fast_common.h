@@ -1,0 +1,185 @@
+// What the passes of the fast CPU kernels share (conv_fast.cc, conv_winograd.cc): element
+// kinds, per-thread scratch, kept workspace, the NHWC/NCHW transpose, the unit count every
+// pass aims for and the choice of GEMM micro-kernel. Internal to cc/core/cpu.
+#ifndef TF_OPS_CC_CORE_CPU_FAST_COMMON_H_
+#define TF_OPS_CC_CORE_CPU_FAST_COMMON_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
+#include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/coverage.h"
+#include "cc/core/cpu/microkernels.h"
+
+namespace tf_ops {
+namespace cpu {
+namespace fast {
+
+template <typename T>
+constexpr int KindOf() {
+  if constexpr (std::is_same_v<T, float>) {
+    return kElemF32;
+  } else if constexpr (std::is_same_v<T, Eigen::half>) {
+    return kElemF16;
+  } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    return kElemBF16;
+  } else {
+    return -1;
+  }
+}
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Floor and ceiling of a / b for b > 0 and any sign of a.
+inline int64_t FloorDivSigned(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+inline int64_t CeilDivSigned(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+// The thread pool's cost estimate for one work unit, from a floating-point operation count.
+inline int64_t Cost(double ops) {
+  return ops < 1 ? 1 : ops > 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ops);
+}
+
+// out[i] = T(c[i]) for i < n: floats copied; half and bfloat16 rounded by the instruction
+// set's vector conversion where it has one, element by element otherwise.
+template <typename T>
+void WriteOut(const float* c, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::copy(c, c + n, out);
+  } else {
+    if constexpr (KindOf<T>() >= 0) {
+      // Looked up once: this runs once per pixel and column block.
+      static const NarrowFn narrow = Kernels().narrow[KindOf<T>()];
+      NoteKernel(narrow);
+      if (narrow != nullptr) return narrow(c, n, out);
+    }
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(c[i]);
+  }
+}
+
+// Per-thread scratch that outlives a call, so that work ranges do not allocate: it grows to
+// the largest size asked for on its thread and is reused. `Slot` tells buffers apart.
+template <typename V, int Slot>
+V* Scratch(int64_t size) {
+  thread_local std::vector<V> buffer;
+  if (static_cast<int64_t>(buffer.size()) < size) buffer.resize(size);
+  return buffer.data();
+}
+
+// Workspace for the NCHW passes (their NHWC copies), kept for the next call instead of
+// freed: a new buffer costs a page fault per 4 KiB page on first touch, which takes as long
+// as the transposes themselves. At most kKeptWorkspaceBytes stay allocated between calls,
+// process-wide, whatever the number of threads; concurrent calls each get a buffer of their
+// own. Contents are not initialised.
+constexpr size_t kKeptWorkspaceBytes = size_t{64} << 20;
+
+class Workspace {
+ public:
+  explicit Workspace(size_t bytes) : size_(std::max<size_t>(bytes, 1)) {
+    Pool& pool = ThePool();
+    std::lock_guard<std::mutex> lock(pool.mu);
+    // The smallest kept buffer that is large enough.
+    auto best = pool.kept.end();
+    for (auto it = pool.kept.begin(); it != pool.kept.end(); ++it) {
+      if (it->first >= size_ && (best == pool.kept.end() || it->first < best->first)) best = it;
+    }
+    if (best != pool.kept.end()) {
+      size_ = best->first;
+      data_ = std::move(best->second);
+      pool.kept_bytes -= size_;
+      pool.kept.erase(best);
+    }
+  }
+  ~Workspace() {
+    if (data_ == nullptr || size_ > kKeptWorkspaceBytes) return;
+    Pool& pool = ThePool();
+    std::lock_guard<std::mutex> lock(pool.mu);
+    pool.kept.emplace_back(size_, std::move(data_));
+    pool.kept_bytes += size_;
+    // Past the bound, the oldest kept buffers go.
+    while (pool.kept_bytes > kKeptWorkspaceBytes) {
+      pool.kept_bytes -= pool.kept.front().first;
+      pool.kept.erase(pool.kept.begin());
+    }
+  }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  template <typename T>
+  T* data() {
+    if (data_ == nullptr) data_.reset(new char[size_]);
+    return reinterpret_cast<T*>(data_.get());
+  }
+
+ private:
+  struct Pool {
+    std::mutex mu;
+    std::vector<std::pair<size_t, std::unique_ptr<char[]>>> kept;
+    size_t kept_bytes = 0;
+  };
+  static Pool& ThePool() {
+    static Pool* const pool = new Pool;  // never destroyed: calls may outlive static destructors
+    return *pool;
+  }
+
+  size_t size_;
+  std::unique_ptr<char[]> data_;
+};
+
+// Work units a pass is split into, at least, where its shape allows: enough for any thread
+// count a CPU pool is likely to have. Fixed, so that the split, and with it every sum, does
+// not depend on the number of threads.
+constexpr int64_t kMinUnits = 16;
+
+// dst[i][c][r] = src[i][r][c] for `images` images of rows x cols: between NHWC ([rows =
+// pixels][cols = channels]) and NCHW. Whole 16 x 16 blocks go through the instruction
+// set's in-register transpose, the edges element by element.
+template <typename T>
+void Transpose(const T* src, int64_t images, int64_t rows, int64_t cols, T* dst,
+               const ParallelFor& parallel_for) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 2, "4- or 2-byte elements");
+  const TransposeFn block = sizeof(T) == 4 ? Kernels().transpose32 : Kernels().transpose16;
+  if (rows >= 16 && cols >= 16) NoteKernel(block);
+  constexpr int64_t kBlock = 64;  // a work unit: up to 64 x 64 elements
+  const int64_t row_blocks = CeilDiv(rows, kBlock), col_blocks = CeilDiv(cols, kBlock);
+  const int64_t per_image = row_blocks * col_blocks;
+  parallel_for(images * per_image, kBlock * kBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t image = unit / per_image, b = unit % per_image;
+      const T* s = src + image * rows * cols;
+      T* d = dst + image * rows * cols;
+      const int64_t r0 = b / col_blocks * kBlock, c0 = b % col_blocks * kBlock;
+      const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
+      const int64_t r16 = r0 + (r1 - r0) / 16 * 16, c16 = c0 + (c1 - c0) / 16 * 16;
+      for (int64_t r = r0; r < r16; r += 16) {
+        for (int64_t c = c0; c < c16; c += 16) block(s + r * cols + c, cols, d + c * rows + r, rows);
+      }
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t from = c < c16 ? r16 : r0;
+        for (int64_t r = from; r < r1; ++r) d[c * rows + r] = s[r * cols + c];
+      }
+    }
+  });
+}
+
+// The gemm micro-kernel whose column width wastes the fewest lanes on `columns` (ties go
+// to the wider one).
+inline const GemmKernel& PickGemm(int64_t columns) {
+  const KernelTable& table = Kernels();
+  const GemmKernel* best = &table.gemm[0];
+  for (const GemmKernel& k : table.gemm) {
+    if (CeilDiv(columns, k.nb) * k.nb <= CeilDiv(columns, best->nb) * best->nb) best = &k;
+  }
+  return *best;
+}
+
+}  // namespace fast
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_FAST_COMMON_H_
