@@ -20,15 +20,32 @@ CONFIGS = [
     common.make_config("NHWC", 4, 33, 31, 16, [3, 3, 8, 16], (2, 2), (1, 1), "SAME"),
     common.make_config("NCHW", 3, 29, 30, 12, [3, 2, 12, 8], (1, 2), (2, 1), "EXPLICIT", (1, 2, 0, 1)),
     common.make_config("NHWC", 2, 40, 24, 8, [5, 3, 8, 3], (2, 1), (1, 2), "VALID", depthwise=True),
+    # 3x3 stride 1 with enough channels: Winograd forward and backprop input (exact mode: the
+    # direct passes), one grouped.
+    common.make_config("NHWC", 2, 20, 19, 48, [3, 3, 48, 40], (1, 1), (1, 1), "SAME"),
+    common.make_config("NCHW", 2, 13, 14, 64, [3, 3, 32, 48], (1, 1), (1, 1), "SAME"),
 ]
+WINOGRAD = (3, 4)
 results = {}
-rng = np.random.default_rng(0)
-for c, cfg in enumerate(CONFIGS):
+
+
+def run(c, cfg, prefix, rng):
     for kind, dtypes in common.KINDS.items():
         if common.is_depthwise(kind) != cfg["depthwise"]:
             continue
         for dtype in dtypes:
             arrays = common.make_inputs(rng, cfg, dtype)
             value = common.run_ours(kind, cfg, arrays, dtype)
-            results[f"{c}/{kind}/{dtype.name}"] = np.frombuffer(value.tobytes(), np.uint8)
+            results[f"{prefix}{c}/{kind}/{dtype.name}"] = np.frombuffer(value.tobytes(), np.uint8)
+
+
+rng = np.random.default_rng(0)
+for c, cfg in enumerate(CONFIGS):
+    run(c, cfg, "", rng)
+import tf_ops  # noqa: E402
+
+tf_ops.set_exact_mode(True)
+rng = np.random.default_rng(1)
+for c in WINOGRAD:
+    run(c, CONFIGS[c], "exact/", rng)
 np.savez(out, **results)

@@ -28,8 +28,9 @@ class DeterminismTest(tf.test.TestCase):
                 with np.load(path) as data:
                     outputs[threads] = {k: data[k] for k in data.files}
         keys = sorted(outputs[1])
-        # Two configurations x 23 (op, dtype) pairs + one depthwise x 12.
-        self.assertEqual(len(keys), 2 * 23 + 12)
+        # Four configurations x 23 (op, dtype) pairs + one depthwise x 12, and the two Winograd
+        # ones again in exact mode.
+        self.assertEqual(len(keys), 4 * 23 + 12 + 2 * 23)
         for threads in (2, 3):
             self.assertEqual(sorted(outputs[threads]), keys)
             for k in keys:

@@ -4,7 +4,8 @@ Every op supports NHWC and NCHW, unequal strides, dilations (depthwise too), SAM
 and EXPLICIT padding and grouped filters on CPU, and gives bitwise reproducible results.
 Importing the package loads the compiled library once and registers the gradients.
 """
-from tf_ops._loader import build_info, cpu_kernel_isa, gpu_support, library_path, load_library
+from tf_ops._loader import (build_info, cpu_kernel_isa, exact_mode, gpu_support, library_path, load_library,
+                            set_exact_mode)
 
 load_library()
 
@@ -38,7 +39,9 @@ __all__ = [
     "depthwise_conv2d_backprop_filter",
     "depthwise_conv2d_backprop_input",
     "depthwise_conv2d_native",
+    "exact_mode",
     "gpu_support",
     "layers",
     "library_path",
+    "set_exact_mode",
 ]

@@ -78,6 +78,28 @@ def cpu_kernel_isa():
     return fn().decode()
 
 
+def exact_mode():
+    """Whether the CPU kernels run in exact mode (see set_exact_mode)."""
+    load_library()
+    return bool(ctypes.CDLL(library_path()).TfOpsExactMode())
+
+
+def set_exact_mode(enabled):
+    """Exact mode on (True) or off (False) for the CPU kernels, process-wide; returns the mode
+    it replaces. In exact mode every output element is the direct sum of its products (in
+    float32 for half and bfloat16), as the direct loops form it; off, 3x3 stride-1 forward
+    and input-gradient convolutions with at least 16 channels per group on each side use
+    Winograd F(4x4, 3x3), 1.5-2.7x faster and within the error bound the README states. Off
+    by default; the environment variable TF_OPS_EXACT=1 turns it on from the start. Calls
+    already running keep the mode they started with; the GPU kernels and XLA's lowerings are
+    not affected (the GPU kernels always sum directly)."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_exact_mode takes True or False, not {enabled!r}")
+    previous = exact_mode()
+    ctypes.CDLL(library_path()).TfOpsSetExactMode(1 if enabled else 0)
+    return previous
+
+
 def gpu_support():
     """Why the library's GPU kernels are not registered in this process (its NVIDIA driver too
     old for them, or a GPU older than the architectures they were built for), in one sentence;

@@ -255,6 +255,15 @@ extern "C" __attribute__((visibility("default"))) const char* TfOpsCpuKernelIsa(
   return tf_ops::cpu::FastKernelIsa();
 }
 
+// Exact mode of the CPU kernels (cc/core/cpu/conv_fast.h), for tf_ops.set_exact_mode() and
+// tf_ops.exact_mode() (through ctypes).
+extern "C" __attribute__((visibility("default"))) void TfOpsSetExactMode(int exact) {
+  tf_ops::cpu::SetExactMode(exact != 0);
+}
+extern "C" __attribute__((visibility("default"))) int TfOpsExactMode() {
+  return tf_ops::cpu::ExactMode() ? 1 : 0;
+}
+
 #if TF_OPS_WITH_CUDA
 // Why the GPU kernels are not registered in this process, or "", for tf_ops.gpu_support().
 extern "C" __attribute__((visibility("default"))) const char* TfOpsGpuSupport() {

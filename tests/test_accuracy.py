@@ -1,0 +1,204 @@
+"""Each CPU algorithm within the error bound the README states, on large-channel layers; exact
+mode is the direct sum.
+
+Bounds, for an output element with n products (9 x channels for a 3x3 filter), u = 2**-24
+(float accumulation) and u_out the output type's rounding (2**-24 float32, 2**-11 float16,
+2**-8 bfloat16), on the inputs as rounded to their type:
+  direct sums (exact mode, and every layer Winograd does not take):
+      |error| <= (2 n u + u_out) sum|products|            (+ 2**-25 for float16's subnormals)
+  Winograd F(4x4, 3x3):
+      |error| <= (2 n u + u_out) sum|products| + 2 (n + 16) u P
+  where, forward and backprop input, P sums over the reduction channels the absolute source
+  values of the 6x6 patch under the element's 4x4 output tile times the absolute filter taps
+  joining that channel to the element's channel (Winograd mixes a tile's outputs, so an output
+  that reads only padding can still carry rounding error from its neighbours); for the filter
+  gradient, P sums over images and 4x4 tiles of the output gradient the absolute input values
+  of the tile's 6x6 patch in the element's input channel times the absolute output gradient of
+  the tile in its output channel.
+The test prints the measured worst error / bound and max error / max |exact| per algorithm
+and dtype (the README's accuracy table)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+import tf_ops
+from tf_ops import reference
+
+U = 2.0 ** -24
+UNIT = {tf.float32: 2.0 ** -24, tf.float16: 2.0 ** -11, tf.bfloat16: 2.0 ** -8}
+FLOOR = {tf.float32: 0.0, tf.float16: 2.0 ** -25, tf.bfloat16: 0.0}
+
+# (name, input NHWC, filter HWIO, padding, data format): 3x3 stride-1 layers with many channels.
+LAYERS = [
+    ("deep", (2, 14, 14, 256), (3, 3, 256, 256), "SAME", "NHWC"),
+    ("resnet", (2, 28, 28, 128), (3, 3, 128, 128), "SAME", "NHWC"),
+    ("grouped", (2, 13, 11, 96), (3, 3, 48, 64), "VALID", "NHWC"),
+    ("nchw", (2, 10, 15, 64), (3, 3, 64, 80), "SAME", "NCHW"),
+]
+
+
+def _to_format(a, data_format):
+    return np.transpose(a, (0, 3, 1, 2)) if data_format == "NCHW" else a
+
+
+def _from_format(a, data_format):
+    return np.transpose(a, (0, 2, 3, 1)) if data_format == "NCHW" else a
+
+
+def patch_sums(src_abs, pad_top, pad_left, out_rows, out_cols):
+    """[n, tile row, tile column, channel]: the sum of src_abs over each 4x4 output tile's 6x6
+    source patch (NHWC), the source being that of the equivalent forward pass (x; or dy for
+    backprop input, read at pads 2 - pad)."""
+    n, rows, cols, channels = src_abs.shape
+    th, tw = -(-out_rows // 4), -(-out_cols // 4)
+    padded = np.zeros((n, th * 4 + 2, tw * 4 + 2, channels))
+    r0, c0 = max(0, -pad_top), max(0, -pad_left)  # source rows above the first patch
+    rows_in = min(rows - r0, padded.shape[1] - (pad_top + r0))
+    cols_in = min(cols - c0, padded.shape[2] - (pad_left + c0))
+    if rows_in > 0 and cols_in > 0:
+        padded[:, pad_top + r0:pad_top + r0 + rows_in, pad_left + c0:pad_left + c0 + cols_in] = \
+            src_abs[:, r0:r0 + rows_in, c0:c0 + cols_in]
+    patch = np.zeros((n, th, tw, channels))
+    for a in range(6):
+        for b in range(6):
+            patch += padded[:, a:a + th * 4:4, b:b + tw * 4:4][:, :th, :tw]
+    return patch
+
+
+class AccuracyTest(tf.test.TestCase):
+
+    def tearDown(self):
+        tf_ops.set_exact_mode(False)
+        super().tearDown()
+
+    def _measure(self, layer, direction, dtype, exact, rng):
+        name, xs, ws, padding, fmt = layer
+        n, h, w_, c = xs
+        kh, kw, fi, k = ws
+        groups = c // fi
+        x = rng.standard_normal(xs).astype(np.float32)
+        w = rng.standard_normal(ws).astype(np.float32)
+        # Values as rounded to the dtype, exactly, in float64.
+        x = tf.cast(tf.cast(x, dtype), tf.float64).numpy()
+        w = tf.cast(tf.cast(w, dtype), tf.float64).numpy()
+        # 3x3 at stride 1: SAME pads one on each side.
+        pt = pl = 1 if padding == "SAME" else 0
+        oh, ow = (h, w_) if padding == "SAME" else (h - 2, w_ - 2)
+        dy = tf.cast(tf.cast(rng.standard_normal((n, oh, ow, k)), dtype), tf.float64).numpy()
+        strides = [1, 1, 1, 1]
+        tf_ops.set_exact_mode(exact)
+        xf, dyf = _to_format(x, fmt), _to_format(dy, fmt)
+        if direction == "backprop filter":
+            ours = tf_ops.conv2d_backprop_filter(tf.constant(xf, dtype), ws, tf.constant(dyf, dtype), strides,
+                                                 padding, data_format=fmt)
+            exact_val = reference.conv2d_backprop_filter(xf, ws, dyf, strides, padding, data_format=fmt)
+            abs_val = reference.conv2d_backprop_filter(np.abs(xf), ws, np.abs(dyf), strides, padding,
+                                                       data_format=fmt)
+            products = n * oh * ow
+        elif direction == "forward":
+            ours = tf_ops.conv2d(tf.constant(xf, dtype), tf.constant(w, dtype), strides, padding, data_format=fmt)
+            exact_val = reference.conv2d(xf, w, strides, padding, data_format=fmt)
+            abs_val = reference.conv2d(np.abs(xf), np.abs(w), strides, padding, data_format=fmt)
+            products = 9 * fi
+        else:
+            sizes = xf.shape
+            ours = tf_ops.conv2d_backprop_input(sizes, tf.constant(w, dtype), tf.constant(dyf, dtype), strides,
+                                                padding, data_format=fmt)
+            exact_val = reference.conv2d_backprop_input(sizes, w, dyf, strides, padding, data_format=fmt)
+            abs_val = reference.conv2d_backprop_input(sizes, np.abs(w), np.abs(dyf), strides, padding,
+                                                      data_format=fmt)
+            products = 9 * (k // groups)
+        ours = tf.cast(ours, tf.float64).numpy()
+        if direction != "backprop filter":
+            ours = _from_format(ours, fmt)
+            exact_val, abs_val = _from_format(exact_val, fmt), _from_format(abs_val, fmt)
+        err = np.abs(ours - exact_val)
+        gamma = 2 * products * U
+        bound = (gamma + UNIT[dtype]) * abs_val + FLOOR[dtype]
+        if not exact:
+            # Winograd's term: P per output element.
+            wabs = np.abs(w).sum(axis=(0, 1))  # [fi, k]
+            kg = k // groups
+            if direction == "backprop filter":
+                patch = patch_sums(np.abs(x), pt, pl, oh, ow)  # [n, th, tw, c]
+                th, tw = patch.shape[1:3]
+                tiles = np.zeros((n, th * 4, tw * 4, k))
+                tiles[:, :oh, :ow] = np.abs(dy)
+                tiles = tiles.reshape(n, th, 4, tw, 4, k).sum(axis=(2, 4))  # [n, th, tw, k]
+                scale = np.concatenate(
+                    [np.einsum("nhwc,nhwk->ck", patch[..., g * fi:(g + 1) * fi], tiles[..., g * kg:(g + 1) * kg])
+                     for g in range(groups)], -1)
+                scale = np.broadcast_to(scale, (3, 3) + scale.shape)
+            elif direction == "forward":
+                patch = patch_sums(np.abs(x), pt, pl, oh, ow)
+                scale = np.concatenate(
+                    [patch[..., g * fi:(g + 1) * fi] @ wabs[:, g * kg:(g + 1) * kg] for g in range(groups)], -1)
+            else:
+                patch = patch_sums(np.abs(dy), 2 - pt, 2 - pl, h, w_)
+                scale = np.concatenate(
+                    [patch[..., g * kg:(g + 1) * kg] @ wabs[:, g * kg:(g + 1) * kg].T for g in range(groups)], -1)
+            if direction != "backprop filter":
+                scale = np.repeat(np.repeat(scale, 4, axis=1), 4, axis=2)[:, :err.shape[1], :err.shape[2]]
+            bound = bound + 2 * (products + 16) * U * scale
+        ratio = float(np.max(err / bound))
+        relative = float(np.max(err) / np.max(np.abs(exact_val)))
+        return ratio, relative
+
+    def test_every_algorithm_within_its_bound(self):
+        rng = np.random.default_rng(18)
+        table = []
+        for exact, algorithm in ((True, "direct (exact mode)"), (False, "Winograd F(4x4, 3x3)")):
+            for dtype in (tf.float32, tf.bfloat16, tf.float16):
+                for direction in ("forward", "backprop input", "backprop filter"):
+                    worst_ratio, worst_rel = 0.0, 0.0
+                    for layer in LAYERS:
+                        ratio, rel = self._measure(layer, direction, dtype, exact, rng)
+                        self.assertLessEqual(ratio, 1.0, f"{algorithm} {dtype.name} {layer[0]} {direction}")
+                        worst_ratio, worst_rel = max(worst_ratio, ratio), max(worst_rel, rel)
+                    table.append((algorithm, dtype.name, direction, worst_ratio, worst_rel))
+        print("\nalgorithm              dtype     direction        worst error/bound  max error/max |exact|")
+        for algorithm, dtype, direction, ratio, rel in table:
+            print(f"{algorithm:22s} {dtype:9s} {direction:16s} {ratio:17.3g}  {rel:21.2e}")
+
+    def test_exact_mode_is_the_direct_sum(self):
+        # Outputs that read only zeros: the direct sum is exactly 0. Winograd computes them from
+        # the tile's whole 6x6 patch, so it leaves rounding error there; exact mode must not.
+        rng = np.random.default_rng(3)
+        x = np.zeros((1, 8, 8, 32), np.float32)
+        x[:, :5] = rng.standard_normal((1, 5, 8, 32))
+        w = tf.constant(rng.standard_normal((3, 3, 32, 32)).astype(np.float32))
+        x = tf.constant(x)
+        self.assertFalse(tf_ops.exact_mode())
+        fast = tf_ops.conv2d(x, w, [1, 1, 1, 1], "SAME").numpy()
+        self.assertFalse(tf_ops.set_exact_mode(True))
+        self.assertTrue(tf_ops.exact_mode())
+        exact = tf_ops.conv2d(x, w, [1, 1, 1, 1], "SAME").numpy()
+        np.testing.assert_array_equal(exact[:, 6:], 0.0)
+        self.assertGreater(np.count_nonzero(fast[:, 6:]), 0, "Winograd did not run with exact mode off")
+        # Backprop input: dy nonzero only in its first rows.
+        dy = np.zeros((1, 8, 8, 32), np.float32)
+        dy[:, :5] = rng.standard_normal((1, 5, 8, 32))
+        exact_dx = tf_ops.conv2d_backprop_input([1, 8, 8, 32], w, tf.constant(dy), [1, 1, 1, 1], "SAME").numpy()
+        np.testing.assert_array_equal(exact_dx[:, 6:], 0.0)
+        self.assertTrue(tf_ops.set_exact_mode(False))
+        fast_dx = tf_ops.conv2d_backprop_input([1, 8, 8, 32], w, tf.constant(dy), [1, 1, 1, 1], "SAME").numpy()
+        self.assertGreater(np.count_nonzero(fast_dx[:, 6:]), 0)
+
+    def test_set_exact_mode_takes_a_bool(self):
+        with self.assertRaisesRegex(TypeError, "True or False"):
+            tf_ops.set_exact_mode(1)
+
+    def test_environment_variable_turns_exact_mode_on(self):
+        code = "import tf_ops; print(tf_ops.exact_mode())"
+        for value, expected in (("1", "True"), ("0", "False")):
+            env = dict(os.environ, TF_OPS_EXACT=value, TF_CPP_MIN_LOG_LEVEL="2")
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                 timeout=300, cwd=os.path.dirname(os.path.abspath(__file__)))
+            self.assertEqual(out.stdout.strip().splitlines()[-1], expected, out.stderr[-2000:])
+
+
+if __name__ == "__main__":
+    tf.test.main()
