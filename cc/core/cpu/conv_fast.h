@@ -1,6 +1,9 @@
 // Fast CPU convolution kernels: the same three directions as conv_cpu.h, for float, half
-// and bfloat16, built on the register-blocked micro-kernels of microkernels.h.
-//
+// and bfloat16, built on the register-blocked micro-kernels of microkernels.h. conv_fast.cc
+// dispatches to one file per pass (fast_indirect.h, fast_banded.h, fast_columns_merged.h,
+// fast_depthwise.h, fast_filter.h, conv_winograd.h):
+//   3x3 stride-1 layers with enough channels, all three directions: Winograd F(4x4, 3x3)
+//     (conv_winograd.h), unless exact mode is on.
 //   forward, backprop input: implicit GEMM over an indirection table. Output pixels are
 //     tiled in groups that read the same filter taps; for backprop input each group is one
 //     stride-residue class of input pixels, so no multiply touches an inserted zero, and

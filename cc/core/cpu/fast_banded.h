@@ -1,0 +1,147 @@
+// The banded pass of the fast CPU kernels: stride-1 forward and backprop input through
+// zero-padded copies of bands of source rows. Internal to cc/core/cpu; included by
+// conv_fast.cc.
+#ifndef TF_OPS_CC_CORE_CPU_FAST_BANDED_H_
+#define TF_OPS_CC_CORE_CPU_FAST_BANDED_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "cc/core/conv_geometry.h"
+#include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/coverage.h"
+#include "cc/core/cpu/fast_common.h"
+#include "cc/core/cpu/microkernels.h"
+#include "cc/core/cpu/fast_indirect.h"
+
+namespace tf_ops {
+namespace cpu {
+namespace fast {
+
+// Computed pixels a band of a banded pass holds, at least (whole rows).
+inline constexpr int64_t kBandPixels = 256;
+// Stride-1 passes whose reduction depth per tap times column block width is at most this
+// run banded.
+inline constexpr int64_t kBandedTile = 32 * 32;
+
+// Where an indirect pass packs the filter of tap t (row-major over filter_cols columns): at
+// slot t, or, `reversed`, with the columns of each filter row in reverse order (so that
+// slots run along the source columns a backprop-input pass's taps read).
+inline int64_t FilterSlot(int64_t t, int64_t filter_cols, bool reversed) {
+  const int64_t tw = t % filter_cols;
+  return reversed ? t - tw + filter_cols - 1 - tw : t;
+}
+
+// Runs a pass of stride 1 (forward of a stride-1 convolution, or its backprop input)
+// through zero-padded copies of bands of source rows. In the copy every computed pixel reads
+// each tap at a fixed offset from its own position, so a whole band, row ends included, is
+// one affine run of tiles with no per-pixel setup: the copy's rows are `span_w - 1` pixels
+// longer than the computed rows, and the pixels computed there are dropped. Taps that read
+// padding multiply zeros. A work unit is (image, band of computed rows, column block); its
+// copy (all source channels) lives in per-thread scratch, and is kept for the thread's next
+// unit of the same band. Arguments as RunIndirect's, but the packed filter of each tap is at
+// FilterSlot(tap, filter_cols, reversed_cols): slots run along the source columns the taps
+// read. With `merge_cols`, the
+// column taps of a filter row read neighbouring pixels of the copy, whose channels (all of
+// the reduction) then run on contiguously into the next pixel's, and the packed filter of
+// neighbouring slots likewise: each filter row is then a single tap of filter_cols * depth.
+template <typename T, typename ColumnFn>
+void RunBanded(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols,
+               bool reversed_cols, bool merge_cols, int mr, int nb, const T* src,
+               int64_t src_channels, T* dst, int64_t dst_channels, int64_t column_blocks,
+               int64_t depth, int64_t chunk, const ColumnFn& column, GemmAffineFn affine,
+               const ParallelFor& parallel_for) {
+  std::vector<int64_t> taps_h, base_h, taps_w, base_w;
+  dh.Candidates(0, &taps_h, &base_h);
+  dw.Candidates(0, &taps_w, &base_w);
+  const int64_t low_h = *std::min_element(base_h.begin(), base_h.end());
+  const int64_t low_w = *std::min_element(base_w.begin(), base_w.end());
+  const int64_t span_h = *std::max_element(base_h.begin(), base_h.end()) - low_h + 1;
+  const int64_t span_w = *std::max_element(base_w.begin(), base_w.end()) - low_w + 1;
+  const int64_t pitch = dw.size + span_w - 1;  // pixels per row of a band's copy
+  // Band height: about kBandPixels computed pixels, fewer rows while that leaves fewer than
+  // kMinUnits units. Fixed by the shape, so the split does not depend on the thread count.
+  int64_t band = std::min(dh.size, CeilDiv(kBandPixels, pitch));
+  while (band > 1 && batch * CeilDiv(dh.size, band) * column_blocks < kMinUnits) {
+    Note(Path::kBandedSplit);
+    band = CeilDiv(band, 2);
+  }
+  const int64_t bands = CeilDiv(dh.size, band);
+  // Tap t = (a, b): offset from the computed pixel's position in the copy, and filter slot;
+  // merged, one tap per filter row, at its leftmost column.
+  std::vector<int64_t> tap_offset, tap_slot;
+  for (size_t a = 0; a < taps_h.size(); ++a) {
+    for (size_t b = 0; b < (merge_cols ? 1 : taps_w.size()); ++b) {
+      const int64_t tw = merge_cols ? (reversed_cols ? filter_cols - 1 : 0) : taps_w[b];
+      const int64_t column = merge_cols ? low_w : base_w[b];
+      tap_offset.push_back(((base_h[a] - low_h) * pitch + column - low_w) * src_channels);
+      tap_slot.push_back(FilterSlot(taps_h[a] * filter_cols + tw, filter_cols, reversed_cols));
+    }
+  }
+  const int64_t taps = static_cast<int64_t>(tap_offset.size());
+  if (merge_cols) depth *= filter_cols, chunk = depth;
+  const int64_t max_tiles = CeilDiv(band * pitch, mr);
+  // The last tile reads up to this many pixels of the copy.
+  const int64_t copy_pixels = max_tiles * mr + (span_h - 1) * pitch + span_w - 1;
+  const int64_t chunks = CeilDiv(depth, chunk);
+  if (chunks > 1) Note(Path::kBandedChunks);
+  NoteKernel(affine);
+
+  parallel_for(batch * bands * column_blocks,
+               Cost(2.0 * band * pitch * nb * depth * taps), [&](int64_t begin, int64_t end) {
+    T* const copy = Scratch<T, 22>(copy_pixels * src_channels);
+    float* const cbuf = Scratch<float, 23>(max_tiles * mr * nb);
+    const void** const a = Scratch<const void*, 24>(taps);
+    const float** const b = Scratch<const float*, 25>(taps);
+    int64_t copied = -1;  // the band whose copy is in `copy`
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t nb_index = unit / column_blocks, cb = unit % column_blocks;
+      const int64_t n = nb_index / bands, i0 = nb_index % bands * band;
+      const int64_t rows = std::min(band, dh.size - i0);
+      if (nb_index != copied) {
+        // Copy row r is source row i0 + low_h + r, columns from low_w; zeros outside.
+        const int64_t copy_rows = rows + span_h - 1;
+        const int64_t c0 = std::max<int64_t>(0, low_w), c1 = std::min(dw.src_size, low_w + pitch);
+        for (int64_t r = 0; r < copy_rows; ++r) {
+          T* out = copy + r * pitch * src_channels;
+          const int64_t sr = i0 + low_h + r;
+          if (sr < 0 || sr >= dh.src_size || c1 <= c0) {
+            std::fill(out, out + pitch * src_channels, T(0.0f));
+            continue;
+          }
+          const T* in = src + (n * dh.src_size + sr) * dw.src_size * src_channels;
+          std::fill(out, out + (c0 - low_w) * src_channels, T(0.0f));
+          std::copy(in + c0 * src_channels, in + c1 * src_channels, out + (c0 - low_w) * src_channels);
+          std::fill(out + (c1 - low_w) * src_channels, out + pitch * src_channels, T(0.0f));
+        }
+        std::fill(copy + copy_rows * pitch * src_channels, copy + copy_pixels * src_channels, T(0.0f));
+        copied = nb_index;
+      }
+      const ColumnBlock col = column(cb);
+      const int64_t tiles = CeilDiv(rows * pitch, mr);
+      for (int64_t k = 0; k < chunks; ++k) {
+        const int64_t k0 = k * chunk, len = std::min(chunk, depth - k0);
+        for (int64_t t = 0; t < taps; ++t) {
+          a[t] = copy + tap_offset[t] + col.src_offset + k0;
+          b[t] = col.panel + tap_slot[t] * col.tap_stride + k0 * col.row_floats;
+        }
+        affine(tiles, taps, a, src_channels, b, len, cbuf, nb, k > 0);
+      }
+      for (int64_t i = 0; i < rows; ++i) {
+        T* out = dst + ((n * dh.size + i0 + i) * dw.size) * dst_channels + col.dst_offset;
+        for (int64_t j = 0; j < dw.size; ++j) {
+          WriteOut(cbuf + (i * pitch + j) * nb, col.width, out + j * dst_channels);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace fast
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_FAST_BANDED_H_

@@ -1,0 +1,106 @@
+// Backprop input for few input channels, with filter columns merged into the GEMM columns.
+// Internal to cc/core/cpu; included by conv_fast.cc.
+#ifndef TF_OPS_CC_CORE_CPU_FAST_COLUMNS_MERGED_H_
+#define TF_OPS_CC_CORE_CPU_FAST_COLUMNS_MERGED_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "cc/core/conv_geometry.h"
+#include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/coverage.h"
+#include "cc/core/cpu/fast_common.h"
+#include "cc/core/cpu/microkernels.h"
+
+namespace tf_ops {
+namespace cpu {
+namespace fast {
+
+// Backprop input for few input channels (one group): per filter row, a GEMM of each output
+// gradient row against the filter with (filter column, input channel) as its columns,
+// scattered into the input row it reaches. With 3 input channels and a 7-wide filter the
+// GEMM is 21 columns wide, where one column per input channel would leave most vector lanes
+// empty. A unit owns one input-gradient row and adds its contributions in a fixed order.
+template <typename T>
+void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, T* dx,
+                                const ParallelFor& parallel_for) {
+  constexpr int kind = KindOf<T>();
+  const int64_t FI = g.filter_in_depth, K = g.out_depth, KW = g.filter_cols;
+  const int64_t columns = KW * FI;
+  const GemmKernel& gk = PickGemm(columns);
+  const int64_t nb = gk.nb, mr = gk.mr, blocks = CeilDiv(columns, nb), width = blocks * nb;
+  // A panel per (filter row, column block), its K rows nb floats apart as the micro-kernels
+  // read them: panel[((kh * blocks + cb) * K + k) * nb + j] = w[kh][kw][ci][k] for the column
+  // cb * nb + j = kw * FI + ci, zero past `columns`.
+  std::vector<float> panel(g.filter_rows * blocks * K * nb, 0.0f);
+  for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+    for (int64_t k = 0; k < K; ++k) {
+      for (int64_t j = 0; j < columns; ++j) {
+        panel[((kh * blocks + j / nb) * K + k) * nb + j % nb] =
+            static_cast<float>(w[((kh * KW) + j / FI) * FI * K + j % FI * K + k]);
+      }
+    }
+  }
+  if (blocks > 1) Note(Path::kColumnsMergedBlocks);
+  std::vector<T> zeros(K, T(0.0f));
+  const int64_t full_tiles = g.out_cols / mr;
+  parallel_for(g.batch * g.in_rows, Cost(2.0 * g.out_cols * K * width * g.filter_rows / g.stride_rows),
+               [&](int64_t begin, int64_t end) {
+    float* const contrib = Scratch<float, 11>(g.out_cols * width);
+    float* const row = Scratch<float, 12>(g.in_cols * FI);
+    float* const tail = Scratch<float, 13>(mr * nb);
+    const void** const a = Scratch<const void*, 14>(mr);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t n = unit / g.in_rows, ih = unit % g.in_rows;
+      std::fill(row, row + g.in_cols * FI, 0.0f);
+      for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+        const int64_t num = ih + g.pad_top - kh * g.dilation_rows;
+        if (num < 0 || num % g.stride_rows != 0 || num / g.stride_rows >= g.out_rows) continue;
+        const T* dy_row = dy + (n * g.out_rows + num / g.stride_rows) * g.out_cols * K;
+        for (int64_t cb = 0; cb < blocks; ++cb) {
+          const float* b = panel.data() + (kh * blocks + cb) * K * nb;
+          if (full_tiles > 0) {
+            Note(Path::kColumnsMergedFullTiles);
+            NoteKernel(gk.affine[kind]);
+            const void* row_start = dy_row;
+            gk.affine[kind](full_tiles, 1, &row_start, K, &b, K, contrib + cb * nb, width,
+                            false);
+          }
+          const int64_t rest = g.out_cols - full_tiles * mr;
+          if (rest > 0) {
+            Note(Path::kColumnsMergedTail);
+            NoteKernel(gk.indirect[kind]);
+            for (int64_t m = 0; m < mr; ++m) {
+              a[m] = m < rest ? static_cast<const void*>(dy_row + (full_tiles * mr + m) * K)
+                              : static_cast<const void*>(zeros.data());
+            }
+            gk.indirect[kind](1, a, &b, K, tail, false);
+            for (int64_t m = 0; m < rest; ++m) {
+              std::copy(tail + m * nb, tail + (m + 1) * nb,
+                        contrib + (full_tiles * mr + m) * width + cb * nb);
+            }
+          }
+        }
+        for (int64_t ow = 0; ow < g.out_cols; ++ow) {
+          const float* c = contrib + ow * width;
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            const int64_t iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
+            if (iw < 0 || iw >= g.in_cols) continue;
+            float* r = row + iw * FI;
+            for (int64_t ci = 0; ci < FI; ++ci) r[ci] += c[kw * FI + ci];
+          }
+        }
+      }
+      WriteOut(row, g.in_cols * FI, dx + (n * g.in_rows + ih) * g.in_cols * FI);
+    }
+  });
+}
+
+}  // namespace fast
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_FAST_COLUMNS_MERGED_H_

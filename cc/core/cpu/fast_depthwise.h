@@ -1,0 +1,350 @@
+// Depthwise (multiplier 1) passes of the fast CPU kernels: forward and backprop input by
+// output rows, and the filter gradient. Internal to cc/core/cpu; included by conv_fast.cc.
+#ifndef TF_OPS_CC_CORE_CPU_FAST_DEPTHWISE_H_
+#define TF_OPS_CC_CORE_CPU_FAST_DEPTHWISE_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "cc/core/conv_geometry.h"
+#include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/coverage.h"
+#include "cc/core/cpu/fast_common.h"
+#include "cc/core/cpu/microkernels.h"
+#include "cc/core/cpu/fast_filter.h"
+#include "cc/core/cpu/fast_indirect.h"
+
+namespace tf_ops {
+namespace cpu {
+namespace fast {
+
+// Bytes of source (through every filter row) that one group of depthwise tiles reads.
+inline constexpr int64_t kDepthwiseGroupBytes = 16 * 1024;
+
+// Depthwise channels [begin, end) handled by one kernel shape.
+struct ChannelSegment {
+  int64_t begin, end;
+  const DepthwiseKernel* kernel;
+};
+
+// The channels in blocks of the widest depthwise kernel that fits, then narrower ones; a
+// remainder under 16 goes with the 16-wide kernel, which sums it in scalar code.
+inline std::vector<ChannelSegment> DepthwiseSegments(int64_t channels) {
+  const KernelTable& table = Kernels();
+  std::vector<ChannelSegment> out;
+  int64_t begin = 0;
+  for (int i = 2; i >= 0; --i) {
+    const int64_t nb = table.dw[i].nb;
+    const int64_t end = i == 0 ? channels : begin + (channels - begin) / nb * nb;
+    if (end > begin && (out.empty() || out.back().kernel != &table.dw[i])) {
+      out.push_back({begin, end, &table.dw[i]});
+      begin = end;
+    }
+  }
+  return out;
+}
+
+// A depthwise channel block: [begin, begin + width) through a kernel of nb channels (the
+// block is summed in scalar code where width < nb).
+struct DepthwiseBlock {
+  int64_t begin, width;
+  const DepthwiseKernel* kernel;
+};
+
+inline std::vector<DepthwiseBlock> DepthwiseBlocks(int64_t channels) {
+  std::vector<DepthwiseBlock> out;
+  for (const ChannelSegment& seg : DepthwiseSegments(channels)) {
+    for (int64_t c = seg.begin; c < seg.end; c += seg.kernel->nb) {
+      out.push_back({c, std::min<int64_t>(seg.kernel->nb, seg.end - c), seg.kernel});
+    }
+  }
+  return out;
+}
+
+inline bool IsDepthwiseOne(const ConvGeometry& g) {
+  return g.filter_in_depth == 1 && g.groups == g.in_depth && g.out_depth == g.in_depth;
+}
+
+// Depthwise (multiplier 1) forward or backprop input, NHWC: one filter value per (tap,
+// channel), the same walk for both directions. A work unit is one computed row of one image.
+// The row's pixels go by column class (one for forward; one per stride residue for backprop
+// input, so no multiply touches an inserted zero). Inside a class, the pixels whose every tap
+// reads inside the source go in groups of a few tiles, and each group runs through every
+// channel block before the next group starts: the source pixels a group reads are fetched
+// from memory once, whole, and stay in the L1 cache across its channel blocks. Where the
+// column taps read neighbouring source columns (no dilation; spacing 1 or 2), the row
+// kernels load each source vector once for every tap that reads it. The other
+// pixels (the row's ends, and what is left over) take the indirect kernel, with taps that
+// fall outside the source pointing at zeros. Channels past the last 16-wide block are summed
+// in scalar code.
+template <typename T>
+void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw, const T* w,
+                       const T* src, T* dst, const ParallelFor& parallel_for) {
+  constexpr int kind = KindOf<T>();
+  const int64_t C = g.in_depth, KW = g.filter_cols, taps = g.filter_rows * KW;
+  std::vector<float> panel(taps * C);
+  for (int64_t i = 0; i < taps * C; ++i) panel[i] = static_cast<float>(w[i]);
+
+  // Channel blocks; one narrower than its kernel (the remainder under 16) is summed in
+  // scalar code.
+  const std::vector<DepthwiseBlock> blocks = DepthwiseBlocks(C);
+  const int64_t nblocks = static_cast<int64_t>(blocks.size());
+  const auto is_vector = [](const DepthwiseBlock& blk) { return blk.width == blk.kernel->nb; };
+  // Inside pixels go in groups of whole tiles of every kernel, of about kDepthwiseGroupBytes
+  // of source.
+  int64_t max_mr = 1, max_nb = 1, unit_mr = 1;
+  for (const DepthwiseBlock& blk : blocks) {
+    max_mr = std::max<int64_t>(max_mr, blk.kernel->mr);
+    max_nb = std::max<int64_t>(max_nb, blk.kernel->nb);
+    unit_mr = std::lcm<int64_t>(unit_mr, blk.kernel->mr);
+  }
+  const int64_t group = std::max<int64_t>(1, kDepthwiseGroupBytes / (dh.taps * C * sizeof(T)) /
+                                                 unit_mr) * unit_mr;
+
+  // Column class c: members j < count at column c + j * step; candidate tap a reads source
+  // column bases[a] + j * mult; members [lo, hi) read inside the source through every tap.
+  // Where the candidates read neighbouring columns (no dilation) and the row kernels cover
+  // the class's spacing and tap count, `by_column` lists the candidates from the leftmost
+  // column read (`first`) rightwards, and the inside members go through the row kernels.
+  struct ColumnClass {
+    int64_t count = 0, lo = 0, hi = 0, first = 0;
+    std::vector<int64_t> taps, bases, by_column;
+  };
+  std::vector<ColumnClass> column_classes(dw.classes());
+  for (int64_t c = 0; c < dw.classes(); ++c) {
+    ColumnClass& cc = column_classes[c];
+    cc.count = dw.count(c);
+    dw.Candidates(c, &cc.taps, &cc.bases);
+    cc.lo = 0, cc.hi = cc.count;
+    for (int64_t base : cc.bases) {
+      cc.lo = std::max(cc.lo, CeilDivSigned(-base, dw.mult()));
+      cc.hi = std::min(cc.hi, FloorDivSigned(dw.src_size - 1 - base, dw.mult()) + 1);
+    }
+    cc.hi = std::max(cc.hi, cc.lo);
+    const int64_t cols = static_cast<int64_t>(cc.bases.size());
+    if (cols == 0 || cols > kDepthwiseRowCols || dw.mult() > kDepthwiseRowMults ||
+        blocks.front().kernel->row[dw.mult() - 1][cols - 1][kind] == nullptr) {
+      continue;
+    }
+    cc.first = *std::min_element(cc.bases.begin(), cc.bases.end());
+    std::vector<int64_t> order(cols, -1);
+    for (int64_t a = 0; a < cols; ++a) {
+      const int64_t k = cc.bases[a] - cc.first;
+      if (k < cols) order[k] = a;
+    }
+    if (std::find(order.begin(), order.end(), -1) == order.end()) cc.by_column = order;
+  }
+  std::vector<std::vector<int64_t>> row_taps(dh.classes()), row_bases(dh.classes());
+  for (int64_t c = 0; c < dh.classes(); ++c) dh.Candidates(c, &row_taps[c], &row_bases[c]);
+  const std::vector<T> zeros(max_nb, T(0.0f));
+  const int64_t pixel_step = dw.mult() * C;
+
+  parallel_for(g.batch * dh.size, Cost(2.0 * dw.size * C * taps / (dh.step() * dw.step())),
+               [&](int64_t begin, int64_t end) {
+    const void** const a = Scratch<const void*, 15>(taps * max_mr);
+    const float** const b = Scratch<const float*, 16>(nblocks * taps);
+    int64_t* const src_rows = Scratch<int64_t, 17>(g.filter_rows);
+    int64_t* const tap_rows = Scratch<int64_t, 18>(g.filter_rows);
+    float* const cbuf = Scratch<float, 19>(std::max(group, max_mr) * max_nb);
+    // Element offset of member 0's source pixel through each tap (through each filter row at
+    // the class's first column, for the row kernels), and the filters in the row kernels'
+    // order.
+    int64_t* const tap_offset = Scratch<int64_t, 20>(taps);
+    const float** const b_rows = Scratch<const float*, 21>(nblocks * taps);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t n = unit / dh.size, r = unit % dh.size;
+      const int64_t rc = r % dh.step(), i = r / dh.step();
+      // The source rows this row reads, and through which filter rows.
+      int64_t rows = 0;
+      for (size_t t = 0; t < row_taps[rc].size(); ++t) {
+        const int64_t s = row_bases[rc][t] + i * dh.mult();
+        if (s >= 0 && s < dh.src_size) src_rows[rows] = s, tap_rows[rows++] = row_taps[rc][t];
+      }
+      T* const out_row = dst + (n * dh.size + r) * dw.size * C;
+      for (int64_t cw = 0; cw < dw.classes(); ++cw) {
+        const ColumnClass& cc = column_classes[cw];
+        const int64_t cols = static_cast<int64_t>(cc.taps.size()), count = rows * cols;
+        const auto out_pixel = [&](int64_t j) { return out_row + (cw + j * dw.step()) * C; };
+        if (count == 0) {
+          Note(Path::kDepthwiseNoTap);
+          for (int64_t j = 0; j < cc.count; ++j) std::fill(out_pixel(j), out_pixel(j) + C, T(0.0f));
+          continue;
+        }
+        // The source pixel of member j through tap t = (row tap, column tap), or null.
+        const auto source = [&](int64_t t, int64_t j) -> const T* {
+          const int64_t col = cc.bases[t % cols] + j * dw.mult();
+          if (col < 0 || col >= dw.src_size) return nullptr;
+          return src + ((n * dh.src_size + src_rows[t / cols]) * dw.src_size + col) * C;
+        };
+        const bool by_rows = !cc.by_column.empty();
+        for (int64_t t = 0; t < count; ++t) {
+          const int64_t column = by_rows ? cc.first : cc.bases[t % cols];
+          tap_offset[t] = ((n * dh.src_size + src_rows[t / cols]) * dw.src_size + column) * C;
+        }
+        for (int64_t k = 0; k < nblocks; ++k) {
+          for (int64_t t = 0; t < count; ++t) {
+            const float* tap_panel = panel.data() + tap_rows[t / cols] * KW * C + blocks[k].begin;
+            b[k * count + t] = tap_panel + cc.taps[t % cols] * C;
+            if (by_rows) b_rows[k * count + t] = tap_panel + cc.taps[cc.by_column[t % cols]] * C;
+          }
+        }
+        // Inside pixels [lo, inside_end), group by group, each through every vector block.
+        const int64_t inside_end = cc.lo + (cc.hi - cc.lo) / unit_mr * unit_mr;
+        for (int64_t p0 = cc.lo; p0 < inside_end; p0 += group) {
+          const int64_t pixels = std::min(group, inside_end - p0);
+          if (p0 > cc.lo) Note(Path::kDepthwiseGroups);
+          for (int64_t k = 0; k < nblocks && is_vector(blocks[k]); ++k) {
+            const DepthwiseBlock& blk = blocks[k];
+            const DepthwiseKernel& dk = *blk.kernel;
+            // The row kernels take one source pointer per filter row.
+            const int64_t pointers = by_rows ? rows : count, stride = by_rows ? cols : 1;
+            for (int64_t t = 0; t < pointers; ++t) {
+              a[t] = src + tap_offset[t * stride] + p0 * pixel_step + blk.begin;
+            }
+            float* c = cbuf;
+            int64_t ldc = dk.nb;
+            if constexpr (std::is_same_v<T, float>) c = out_pixel(p0) + blk.begin, ldc = dw.step() * C;
+            if (by_rows) {
+              Note(Path::kDepthwiseRowKernel);
+              NoteKernel(dk.row[dw.mult() - 1][cols - 1][kind]);
+              dk.row[dw.mult() - 1][cols - 1][kind](pixels / dk.mr, rows, a, C, b_rows + k * count,
+                                                    c, ldc, false);
+            } else {
+              Note(Path::kDepthwiseAffine);
+              NoteKernel(dk.affine[kind]);
+              dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count, c, ldc, false);
+            }
+            if constexpr (!std::is_same_v<T, float>) {
+              for (int64_t m = 0; m < pixels; ++m) {
+                WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(p0 + m) + blk.begin);
+              }
+            }
+          }
+        }
+        // The other members, e < rest in order, in tiles of the indirect kernel: taps outside
+        // the source, and lanes past the last member, read zeros.
+        const int64_t rest = cc.count - (inside_end - cc.lo);
+        const auto member = [&](int64_t e) { return e < cc.lo ? e : e - cc.lo + inside_end; };
+        for (int64_t k = 0; k < nblocks; ++k) {
+          const DepthwiseBlock& blk = blocks[k];
+          if (!is_vector(blk)) {
+            Note(Path::kDepthwiseScalar);
+            for (int64_t j = 0; j < cc.count; ++j) {
+              for (int64_t c = 0; c < blk.width; ++c) {
+                float sum = 0.0f;
+                for (int64_t t = 0; t < count; ++t) {
+                  const T* p = source(t, j);
+                  if (p != nullptr) sum += static_cast<float>(p[blk.begin + c]) * b[k * count + t][c];
+                }
+                out_pixel(j)[blk.begin + c] = static_cast<T>(sum);
+              }
+            }
+            continue;
+          }
+          const DepthwiseKernel& dk = *blk.kernel;
+          const int64_t mr = dk.mr;
+          for (int64_t e0 = 0; e0 < rest; e0 += mr) {
+            const int64_t valid = std::min(mr, rest - e0);
+            for (int64_t t = 0; t < count; ++t) {
+              for (int64_t m = 0; m < mr; ++m) {
+                const T* p = m < valid ? source(t, member(e0 + m)) : nullptr;
+                a[t * mr + m] = p != nullptr ? static_cast<const void*>(p + blk.begin)
+                                             : static_cast<const void*>(zeros.data());
+              }
+            }
+            Note(Path::kDepthwiseEdges);
+            NoteKernel(dk.indirect[kind]);
+            dk.indirect[kind](count, a, b + k * count, cbuf, false);
+            for (int64_t m = 0; m < valid; ++m) {
+              WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(member(e0 + m)) + blk.begin);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// Depthwise: a unit is (slice, channel block).
+inline FilterPlan PlanDepthwiseFilter(const ConvGeometry& g) {
+  FilterPlan p;
+  const int64_t blocks = static_cast<int64_t>(DepthwiseBlocks(g.in_depth).size());
+  p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows, CeilDiv(kMinUnits, blocks)));
+  p.units = p.slices * blocks;
+  return p;
+}
+
+// Depthwise (multiplier 1) filter gradient into acc[slice][tap][c]; a unit is (slice,
+// channel block) and walks every tap, so each row of x and dy is read once per unit.
+template <typename T>
+void FilterDepthwiseNhwc(const ConvGeometry& g, const FilterPlan& plan, const T* x, const T* dy,
+                         float* acc, const ParallelFor& parallel_for) {
+  constexpr int kind = KindOf<T>();
+  const int64_t C = g.in_depth, taps = g.filter_rows * g.filter_cols;
+  const std::vector<DepthwiseBlock> blocks = DepthwiseBlocks(C);
+  const int64_t rows = g.batch * g.out_rows, count = static_cast<int64_t>(blocks.size());
+  const int64_t max_nb = Kernels().dw[2].nb;
+  Note(Path::kFilterDepthwise);
+  std::vector<int64_t> lo(g.filter_cols), hi(g.filter_cols);
+  for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+    ReadRange(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, kw, &lo[kw], &hi[kw]);
+  }
+  parallel_for(plan.units, Cost(2.0 * rows / plan.slices * g.out_cols * max_nb * taps),
+               [&](int64_t begin, int64_t end) {
+    float* const local = Scratch<float, 18>(taps * max_nb);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t slice = unit / count;
+      const DepthwiseBlock& blk = blocks[unit % count];
+      const int64_t c0 = blk.begin, width = blk.width, nb = blk.kernel->nb;
+      const DepthwiseStridedFn vector_kernel = blk.kernel->strided[kind];
+      float* out = acc + slice * taps * C;
+      for (int64_t t = 0; t < taps; ++t) {
+        for (int64_t j = 0; j < nb; ++j) local[t * nb + j] = j < width ? out[t * C + c0 + j] : 0.0f;
+      }
+      const int64_t row0 = rows * slice / plan.slices, row1 = rows * (slice + 1) / plan.slices;
+      for (int64_t row = row0; row < row1; ++row) {
+        const int64_t n = row / g.out_rows, oh = row % g.out_rows;
+        const T* dy_row = dy + (n * g.out_rows + oh) * g.out_cols * C + c0;
+        for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+          const int64_t ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+          if (ih < 0 || ih >= g.in_rows) continue;
+          const T* x_row = x + (n * g.in_rows + ih) * g.in_cols * C + c0;
+          for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+            const int64_t len = hi[kw] - lo[kw];
+            if (len <= 0) continue;
+            const int64_t iw_lo = lo[kw] * g.stride_cols - g.pad_left + kw * g.dilation_cols;
+            const T* a = x_row + iw_lo * C;
+            const T* b = dy_row + lo[kw] * C;
+            float* l = local + (kh * g.filter_cols + kw) * nb;
+            if (width == nb) {
+              NoteKernel(vector_kernel);
+              vector_kernel(len, a, g.stride_cols * C, b, C, l);
+            } else {
+              Note(Path::kFilterDepthwiseScalar);
+              // Fewer than 16 channels left: a whole vector could read past the tensor's end.
+              for (int64_t j = 0; j < width; ++j) {
+                float sum = l[j];
+                for (int64_t o = 0; o < len; ++o) {
+                  sum += static_cast<float>(a[o * g.stride_cols * C + j]) * static_cast<float>(b[o * C + j]);
+                }
+                l[j] = sum;
+              }
+            }
+          }
+        }
+      }
+      for (int64_t t = 0; t < taps; ++t) {
+        for (int64_t j = 0; j < width; ++j) out[t * C + c0 + j] = local[t * nb + j];
+      }
+    }
+  });
+}
+
+}  // namespace fast
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_FAST_DEPTHWISE_H_

@@ -1,0 +1,263 @@
+// The filter-gradient pass of the fast CPU kernels (GEMMs per filter tap over packed or
+// in-place pixel runs) and its plan of work units. Internal to cc/core/cpu; included by
+// conv_fast.cc.
+#ifndef TF_OPS_CC_CORE_CPU_FAST_FILTER_H_
+#define TF_OPS_CC_CORE_CPU_FAST_FILTER_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "cc/core/conv_geometry.h"
+#include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/coverage.h"
+#include "cc/core/cpu/fast_common.h"
+#include "cc/core/cpu/microkernels.h"
+
+namespace tf_ops {
+namespace cpu {
+namespace fast {
+
+// The columns [lo, hi) of output index o's row that read an input index in [0, in_size)
+// through tap t: o * stride - pad + t * dilation in range.
+inline void ReadRange(int64_t out_size, int64_t in_size, int64_t stride, int64_t pad,
+                      int64_t dilation, int64_t t, int64_t* lo, int64_t* hi) {
+  const int64_t offset = t * dilation - pad;  // input index of output 0
+  *lo = std::min(out_size, std::max<int64_t>(0, CeilDivSigned(-offset, stride)));
+  *hi = std::min<int64_t>(out_size, FloorDivSigned(in_size - 1 - offset, stride) + 1);
+  if (*hi < *lo) *hi = *lo;
+}
+
+// How the filter gradient is split into work units: (slice, filter row, block of filter
+// columns, group, row chunk, output-channel chunk); each unit sums its (batch, row) slice in
+// order into its own float accumulators, and slices are added in order at the end. A
+// unit's GEMM rows are (filter column in its block, input channel) pairs: with one group
+// and no column dilation, the input values of neighbouring filter columns lie side by side,
+// so small channel counts are merged across the whole filter row (`merged_cols` columns per
+// block) instead of leaving most rows of a tile empty.
+struct FilterPlan {
+  int64_t slices = 1, merged_cols = 1, ci_chunk = 0, k_chunk = 0, ci_chunks = 0, k_chunks = 0;
+  int64_t units = 0;
+};
+
+// A filter-gradient slice's rows of x and dy should fit in this much L2 cache: every unit of
+// the slice reads all of them (each for its own tap, group and channel chunk).
+inline constexpr double kFilterSliceBytes = 1 << 20;
+// The slices' float accumulators together stay under this (or one slice's).
+inline constexpr int64_t kFilterAccBytes = int64_t{8} << 20;
+
+inline FilterPlan PlanFilter(const ConvGeometry& g, int mr, int nb, int64_t element_size) {
+  FilterPlan p;
+  const int64_t FI = g.filter_in_depth, columns = g.out_depth_per_group();
+  if (g.groups == 1 && g.dilation_cols == 1 && FI < 2 * mr) p.merged_cols = g.filter_cols;
+  const int64_t channels = p.merged_cols * FI;
+  int64_t ci_tiles = std::max<int64_t>(1, CeilDiv(channels, mr));
+  int64_t k_tiles = std::max<int64_t>(1, CeilDiv(columns, nb));
+  // Bound the unit's accumulators to 64K floats (256 KiB).
+  while (ci_tiles * mr * k_tiles * nb > 65536 && (ci_tiles > 1 || k_tiles > 1)) {
+    if (ci_tiles >= k_tiles) ci_tiles = CeilDiv(ci_tiles, 2); else k_tiles = CeilDiv(k_tiles, 2);
+  }
+  p.ci_chunk = ci_tiles * mr;
+  p.k_chunk = k_tiles * nb;
+  p.ci_chunks = CeilDiv(channels, p.ci_chunk);
+  p.k_chunks = CeilDiv(columns, p.k_chunk);
+  // Parallelism beyond that comes from slices of the rows, never from narrower channel
+  // chunks: a slice reads only its rows, while every channel chunk would read all of them.
+  // Slices also keep the rows their units share in the cache: with one slice, each unit
+  // would stream all of x and dy from memory.
+  const int64_t base = g.filter_rows * (g.filter_cols / p.merged_cols) * g.groups *
+                       p.ci_chunks * p.k_chunks;
+  const double bytes = static_cast<double>(element_size) *
+                       (g.input_elements() + static_cast<double>(g.output_elements()));
+  const int64_t cached = std::min(static_cast<int64_t>(std::ceil(bytes / kFilterSliceBytes)),
+                                  std::max<int64_t>(1, kFilterAccBytes / (4 * g.filter_elements())));
+  p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows,
+                                           std::max(cached, CeilDiv(kMinUnits, base))));
+  p.units = p.slices * base;
+  return p;
+}
+
+// Output pixels whose operands a filter-gradient unit packs at a time.
+inline constexpr int64_t kFilterBlockPixels = 256;
+static_assert(kFilterBlockPixels % 2 == 0, "bfloat16 pairs of packed pixels fill whole blocks");
+// Runs of at least this many output columns of float data are reduced in place, unpacked.
+inline constexpr int64_t kFilterInPlaceRun = 24;
+
+// Adds this pass's contribution to acc[slice][tap][ci][k] (float, the filter's layout per
+// slice). NHWC, any batch. Float rows whose columns every GEMM row reads for a long run go
+// through the micro-kernel in place. Everything else is packed, up to kFilterBlockPixels
+// output pixels at a time (the input values of the GEMM rows, zero where a merged filter
+// column falls outside the input, and the output gradient of the columns, as float), and
+// the block is reduced at once, so short rows and borders cost little more than long ones.
+template <typename T>
+void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKernel& gk,
+                    const T* x, const T* dy, float* acc, const ParallelFor& parallel_for) {
+  const int64_t taps = g.filter_rows * g.filter_cols, FI = g.filter_in_depth, K = g.out_depth;
+  const int64_t Kg = g.out_depth_per_group(), C = g.in_depth, mr = gk.mr, nb = gk.nb;
+  const int64_t rows = g.batch * g.out_rows, filter_size = taps * FI * K;
+  const int64_t per_slice = plan.units / plan.slices;
+  // bfloat16 where the processor has AVX-512 BF16: the packed operands hold bfloat16 pairs of
+  // consecutive packed pixels (the second zero past an odd count), reduced by dot products.
+  const KernelTable& table = Kernels();
+  const bool pairs = std::is_same_v<T, Eigen::bfloat16> && table.gemm_bf16_pairs != nullptr;
+  const GemmStridedFn strided = pairs ? table.gemm_bf16_pairs[&gk - table.gemm].strided : gk.strided;
+  const PackHalvesFn pack_halves = table.pack_halves;
+  const int64_t col_blocks = g.filter_cols / plan.merged_cols;
+  const int64_t Q = plan.merged_cols * FI;  // GEMM rows of a unit: (column in block, channel)
+  Note(Path::kFilterGemm);
+  if (plan.merged_cols > 1) Note(Path::kFilterMergedCols);
+  if (plan.ci_chunks > 1 || plan.k_chunks > 1) Note(Path::kFilterSplitAccumulators);
+  if (plan.slices > 1) Note(Path::kFilterSlices);
+  if (pairs) Note(Path::kFilterPairs);
+  NoteKernel(strided);
+  std::vector<int64_t> lo(g.filter_cols), hi(g.filter_cols);
+  for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+    ReadRange(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, kw, &lo[kw], &hi[kw]);
+  }
+  parallel_for(plan.units, Cost(2.0 * rows / plan.slices * g.out_cols * plan.ci_chunk * plan.k_chunk),
+               [&](int64_t begin, int64_t end) {
+    float* const local = Scratch<float, 15>(plan.ci_chunk * plan.k_chunk);
+    float* const a_pack = Scratch<float, 16>(kFilterBlockPixels * plan.ci_chunk);
+    float* const b_pack = Scratch<float, 17>(kFilterBlockPixels * plan.k_chunk);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t slice = unit / per_slice;
+      int64_t u = unit % per_slice;
+      const int64_t kc = u % plan.k_chunks;
+      u /= plan.k_chunks;
+      const int64_t cc = u % plan.ci_chunks;
+      u /= plan.ci_chunks;
+      const int64_t grp = u % g.groups;
+      u /= g.groups;
+      const int64_t kh = u / col_blocks, kw0 = u % col_blocks * plan.merged_cols;
+      const int64_t q0 = cc * plan.ci_chunk, q1 = std::min(Q, q0 + plan.ci_chunk);
+      const int64_t k0 = kc * plan.k_chunk, k1 = std::min(Kg, k0 + plan.k_chunk);
+      // Row q of the unit is filter tap (kh, kw0 + q / FI), input channel q % FI.
+      const auto out_row = [&](int64_t q) {
+        return acc + slice * filter_size + ((kh * g.filter_cols + kw0 + q / FI) * FI + q % FI) * K +
+               grp * Kg;
+      };
+      for (int64_t q = q0; q < q0 + plan.ci_chunk; ++q) {
+        float* l = local + (q - q0) * plan.k_chunk;
+        for (int64_t k = k0; k < k0 + plan.k_chunk; ++k) {
+          l[k - k0] = q < q1 && k < k1 ? out_row(q)[k] : 0.0f;
+        }
+      }
+      // The output columns some row of the unit reads, and those every row reads.
+      int64_t ow_lo = g.out_cols, ow_hi = 0, in_lo = 0, in_hi = g.out_cols;
+      for (int64_t kw = kw0 + q0 / FI; kw <= kw0 + (q1 - 1) / FI; ++kw) {
+        in_lo = std::max(in_lo, lo[kw]);
+        in_hi = std::min(in_hi, hi[kw]);
+        if (hi[kw] == lo[kw]) continue;  // a column no output reads through
+        ow_lo = std::min(ow_lo, lo[kw]);
+        ow_hi = std::max(ow_hi, hi[kw]);
+      }
+      // Long runs of float columns every row reads go to the micro-kernel in place; the
+      // rest is packed.
+      const bool in_place = std::is_same_v<T, float> && k1 - k0 == plan.k_chunk &&
+                            in_hi - in_lo >= kFilterInPlaceRun;
+      if (!in_place) in_lo = in_hi = ow_hi;
+      int64_t count = 0;  // pixels packed
+      // Pair slot r of a pair operand holds packed pixels 2r (low half) and 2r + 1 (high
+      // half): an even pixel's bits are stored with zero high halves, an odd pixel's are
+      // or-ed in above them. `n` values from `in`, or zeros where `in` is null.
+      const auto put_pair = [&](uint32_t* out, const T* in, int64_t n) {
+        const bool even = count % 2 == 0;
+        if (in == nullptr) {
+          if (even) std::fill(out, out + n, uint32_t{0});
+          return;
+        }
+        // The bits of a bfloat16 are its first (and only) member, a uint16_t.
+        NoteKernel(pack_halves);
+        pack_halves(reinterpret_cast<const uint16_t*>(in), n, out, !even);
+      };
+      const auto flush = [&] {
+        // An odd count's last slot already has its zero partner.
+        const int64_t len = pairs ? CeilDiv(count, 2) : count;
+        Note(Path::kFilterPacked);
+        if (count == kFilterBlockPixels) Note(Path::kFilterFullBlock);
+        for (int64_t q = q0; q < q1; q += mr) {
+          for (int64_t k = k0; k < k1; k += nb) {
+            strided(len, a_pack + (q - q0), plan.ci_chunk, std::min<int64_t>(mr, q1 - q),
+                    b_pack + (k - k0), plan.k_chunk,
+                    local + (q - q0) * plan.k_chunk + (k - k0), plan.k_chunk);
+          }
+        }
+        count = 0;
+      };
+      const int64_t row0 = rows * slice / plan.slices, row1 = rows * (slice + 1) / plan.slices;
+      for (int64_t row = row0; row < row1 && ow_hi > ow_lo; ++row) {
+        const int64_t n = row / g.out_rows, oh = row % g.out_rows;
+        const int64_t ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+        if (ih < 0 || ih >= g.in_rows) continue;
+        const T* x_row = x + (n * g.in_rows + ih) * g.in_cols * C + grp * FI;
+        const T* dy_row = dy + (n * g.out_rows + oh) * g.out_cols * K + grp * Kg;
+        if constexpr (std::is_same_v<T, float>) {
+          if (in_place) {
+            Note(Path::kFilterInPlace);
+            // Row q's input at column ow is x_row[(ow * sw - pl + kw0 * dw) * C + q]: the
+            // rows of merged columns are adjacent.
+            const float* a = x_row + ((in_lo * g.stride_cols - g.pad_left + kw0 * g.dilation_cols) * C + q0);
+            for (int64_t q = q0; q < q1; q += mr) {
+              for (int64_t k = k0; k < k1; k += nb) {
+                strided(in_hi - in_lo, a + (q - q0), g.stride_cols * C, std::min<int64_t>(mr, q1 - q),
+                        dy_row + in_lo * K + k, K,
+                        local + (q - q0) * plan.k_chunk + (k - k0), plan.k_chunk);
+              }
+            }
+          }
+        }
+        for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+          if (ow == in_lo) ow = in_hi;
+          if (ow >= ow_hi) break;
+          const T* d = dy_row + ow * K;
+          if (pairs) {
+            uint32_t* const a32 = reinterpret_cast<uint32_t*>(a_pack) + count / 2 * plan.ci_chunk;
+            uint32_t* const b32 = reinterpret_cast<uint32_t*>(b_pack) + count / 2 * plan.k_chunk;
+            put_pair(b32, d + k0, k1 - k0);
+            put_pair(b32 + (k1 - k0), nullptr, plan.k_chunk - (k1 - k0));
+            for (int64_t q = q0; q < q1;) {
+              const int64_t kw = kw0 + q / FI, q_end = std::min(q1, q - q % FI + FI);
+              const int64_t iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
+              const bool inside = iw >= 0 && iw < g.in_cols;
+              put_pair(a32 + (q - q0), inside ? x_row + iw * C + q % FI : nullptr, q_end - q);
+              q = q_end;
+            }
+            if (++count == kFilterBlockPixels) flush();
+            continue;
+          }
+          float* b = b_pack + count * plan.k_chunk;
+          for (int64_t k = k0; k < k1; ++k) b[k - k0] = static_cast<float>(d[k]);
+          std::fill(b + (k1 - k0), b + plan.k_chunk, 0.0f);
+          float* a = a_pack + count * plan.ci_chunk;
+          for (int64_t q = q0; q < q1;) {
+            // The channels of one filter column: contiguous, or zero outside the input.
+            const int64_t kw = kw0 + q / FI, q_end = std::min(q1, q - q % FI + FI);
+            const int64_t iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
+            if (iw >= 0 && iw < g.in_cols) {
+              const T* xs = x_row + iw * C + q % FI;
+              for (int64_t i = 0; i < q_end - q; ++i) a[q - q0 + i] = static_cast<float>(xs[i]);
+            } else {
+              std::fill(a + (q - q0), a + (q_end - q0), 0.0f);
+            }
+            q = q_end;
+          }
+          if (++count == kFilterBlockPixels) flush();
+        }
+      }
+      if (count > 0) flush();
+      for (int64_t q = q0; q < q1; ++q) {
+        const float* l = local + (q - q0) * plan.k_chunk;
+        float* o = out_row(q);
+        for (int64_t k = k0; k < k1; ++k) o[k] = l[k - k0];
+      }
+    }
+  });
+}
+
+}  // namespace fast
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_FAST_FILTER_H_

@@ -1,0 +1,297 @@
+// The indirect pass of the fast CPU kernels (forward and backprop input over an indirection
+// table of source pixels), and the per-dimension maps every forward and backprop-input pass
+// reads. Internal to cc/core/cpu; included by conv_fast.cc.
+#ifndef TF_OPS_CC_CORE_CPU_FAST_INDIRECT_H_
+#define TF_OPS_CC_CORE_CPU_FAST_INDIRECT_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "cc/core/conv_geometry.h"
+#include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/coverage.h"
+#include "cc/core/cpu/fast_common.h"
+#include "cc/core/cpu/microkernels.h"
+
+namespace tf_ops {
+namespace cpu {
+namespace fast {
+
+// Output pixels per work unit of the grouped-GEMM indirect pass.
+inline constexpr int64_t kGemmPixelsPerBlock = 96;
+
+// One spatial dimension of an indirect pass: which source index each computed index reads
+// through each filter tap. Forward: computed = output, source = input,
+// s = o * stride - pad + t * dilation. Backprop input (`transposed`): computed = input,
+// source = output gradient, s = (i + pad - t * dilation) / stride where that divides.
+// Computed indices are grouped in classes of equal residue modulo the stride (one class
+// for forward); all members of a class read through the same candidate taps, and the
+// source index is affine in the member's position j within its class:
+// s = base[tap] + j * mult.
+struct DimMap {
+  int64_t size = 0, src_size = 0, stride = 1, pad = 0, dilation = 1, taps = 0;
+  bool transposed = false;
+  // Class c has members c, c + step, c + 2 * step, ... below size.
+  int64_t classes() const { return transposed ? std::min(stride, size) : (size > 0 ? 1 : 0); }
+  int64_t step() const { return transposed ? stride : 1; }
+  int64_t count(int64_t c) const { return CeilDiv(size - c, step()); }
+  int64_t mult() const { return transposed ? 1 : stride; }
+  // The candidate taps of class c and the base of each.
+  void Candidates(int64_t c, std::vector<int64_t>* taps_out, std::vector<int64_t>* bases) const {
+    for (int64_t t = 0; t < taps; ++t) {
+      if (!transposed) {
+        taps_out->push_back(t);
+        bases->push_back(t * dilation - pad);
+      } else if ((c + pad - t * dilation) % stride == 0) {
+        taps_out->push_back(t);
+        bases->push_back((c + pad - t * dilation) / stride);
+      }
+    }
+  }
+};
+
+// Where one column block of an indirect pass reads and writes.
+struct ColumnBlock {
+  int64_t src_offset = 0;  // channel offset in each source pixel
+  int64_t dst_offset = 0;  // channel offset in each computed pixel
+  int64_t width = 0;       // valid columns (<= nb)
+  const float* panel = nullptr;  // packed filter of tap 0; tap t at panel + t * tap_stride
+  int64_t tap_stride = 0;
+  // Floats of the panel per reduction row: nb, or nb / 2 for panels of bfloat16 pairs.
+  int64_t row_floats = 0;
+};
+
+// The tile kernel of an indirect pass: (tiles, taps, a, pixel_step, b, depth, width, c, ldc,
+// accumulate). With pixel_step 0, a holds one pointer per (tap, pixel) of one tile; else one
+// per tap for a run of `tiles` tiles, pixel p of the run being p * pixel_step elements on.
+// Pixel p's results go to c + p * ldc.
+using TileKernel = std::function<void(int64_t, int64_t, const void* const*, int64_t,
+                                      const float* const*, int64_t, int64_t, float*, int64_t,
+                                      bool)>;
+
+// Runs an indirect pass: dst[n, oh, ow, dst_offset + j] for every computed pixel and column,
+// from source pixels src[n, sh, sw, src_offset + k0 + r] and the packed filter, through
+// `kernel`. Source and destination are NHWC with `src_channels` / `dst_channels` per pixel.
+// `depth` is the reduction length per tap, taken in chunks of `chunk`.
+template <typename T, typename ColumnFn>
+void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols,
+                 int mr, int nb, const T* src, int64_t src_channels, T* dst,
+                 int64_t dst_channels, int64_t column_blocks, int64_t depth, int64_t chunk,
+                 const ColumnFn& column, const TileKernel& kernel,
+                 const ParallelFor& parallel_for) {
+  struct Class {
+    int64_t h, w, pixels, first_block;
+    std::vector<int64_t> taps_h, taps_w, base_h, base_w;
+  };
+  const int64_t block_target = kGemmPixelsPerBlock;
+  const int64_t tiles_per_block = std::max<int64_t>(1, block_target / mr);
+  std::vector<Class> classes;
+  int64_t blocks = 0;
+  for (int64_t ch = 0; ch < dh.classes(); ++ch) {
+    for (int64_t cw = 0; cw < dw.classes(); ++cw) {
+      Class c{ch, cw, batch * dh.count(ch) * dw.count(cw), blocks, {}, {}, {}, {}};
+      dh.Candidates(ch, &c.taps_h, &c.base_h);
+      dw.Candidates(cw, &c.taps_w, &c.base_w);
+      blocks += CeilDiv(CeilDiv(c.pixels, mr), tiles_per_block);
+      classes.push_back(std::move(c));
+    }
+  }
+  std::vector<T> zeros(std::max<int64_t>({depth, static_cast<int64_t>(nb), 1}), T(0.0f));
+  const int64_t max_taps = dh.taps * dw.taps;
+  const double unit_cost = 2.0 * block_target * nb * depth * max_taps /
+                           (1.0 * dh.step() * dw.step());
+
+  parallel_for(blocks * column_blocks, Cost(unit_cost), [&](int64_t begin, int64_t end) {
+    const int64_t block_pixels = tiles_per_block * mr;
+    float* const cbuf = Scratch<float, 0>(block_pixels * nb);
+    int64_t* const dst_pixel = Scratch<int64_t, 1>(block_pixels);
+    int64_t* const src_pixel = Scratch<int64_t, 2>(tiles_per_block * max_taps * mr);
+    int64_t* const tap_of = Scratch<int64_t, 3>(tiles_per_block * max_taps);
+    int64_t* const tap_count = Scratch<int64_t, 4>(tiles_per_block);
+    // run[tile]: for the first tile of a run of affine tiles along one row, the run's
+    // length; 0 for the run's other tiles and for tiles that are not affine.
+    int64_t* const run = Scratch<int64_t, 5>(tiles_per_block);
+    char* const stored = Scratch<char, 6>(tiles_per_block);  // results already written to dst
+    const void** const a = Scratch<const void*, 7>(max_taps * mr);
+    const float** const b = Scratch<const float*, 8>(max_taps);
+    // Per pixel of a tile: the source row index (n * src_rows + row, or -1) of each
+    // candidate row tap, and the source column of each candidate column tap (or -1).
+    int64_t* const src_row = Scratch<int64_t, 9>(mr * dh.taps);
+    int64_t* const src_col = Scratch<int64_t, 10>(mr * dw.taps);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t block = unit / column_blocks, cb = unit % column_blocks;
+      const Class& cls = *(std::upper_bound(classes.begin(), classes.end(), block,
+                                            [](int64_t b, const Class& c) { return b < c.first_block; }) - 1);
+      const int64_t p0 = (block - cls.first_block) * block_pixels;
+      const int64_t p1 = std::min(cls.pixels, p0 + block_pixels);
+      const int64_t rows = dh.count(cls.h), cols = dw.count(cls.w);
+      const int64_t taps_h = static_cast<int64_t>(cls.taps_h.size());
+      const int64_t taps_w = static_cast<int64_t>(cls.taps_w.size());
+      const ColumnBlock col = column(cb);
+      // Position of pixel p0 in its class: image n, class row i, class column j.
+      int64_t n = p0 / (rows * cols), i = p0 / cols % rows, j = p0 % cols;
+      // Which source pixel each (tile, tap, pixel) reads; taps no pixel of a tile reads are
+      // dropped from that tile.
+      const int64_t tiles = CeilDiv(p1 - p0, mr);
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        const int64_t valid = std::min<int64_t>(mr, p1 - p0 - tile * mr);
+        int64_t* tile_src = src_pixel + tile * max_taps * mr;
+        int64_t* tile_taps = tap_of + tile * max_taps;
+        // A tile of whole pixels in one row that every candidate tap reads inside the source
+        // is affine: pixel m of tap t is pixel 0's source + m * mult columns.
+        bool interior = valid == mr && j + mr <= cols && taps_h > 0 && taps_w > 0;
+        for (int64_t a = 0; a < taps_h && interior; ++a) {
+          const int64_t r = cls.base_h[a] + i * dh.mult();
+          interior = r >= 0 && r < dh.src_size;
+        }
+        for (int64_t a = 0; a < taps_w && interior; ++a) {
+          const int64_t c0 = cls.base_w[a] + j * dw.mult(), c1 = c0 + (mr - 1) * dw.mult();
+          interior = c0 >= 0 && c1 < dw.src_size;
+        }
+        run[tile] = 0;
+        if (interior) {
+          // This tile and the next ones of the row that stay inside the source form a run.
+          int64_t last_j = cols - mr;  // the last tile start in the row
+          for (int64_t a = 0; a < taps_w; ++a) {
+            last_j = std::min(last_j, (dw.src_size - 1 - cls.base_w[a]) / dw.mult() - (mr - 1));
+          }
+          const int64_t length = std::min(1 + (last_j - j) / mr, (p1 - p0) / mr - tile);
+          int64_t count = 0;
+          for (int64_t ah = 0; ah < taps_h; ++ah) {
+            const int64_t row = n * dh.src_size + cls.base_h[ah] + i * dh.mult();
+            for (int64_t aw = 0; aw < taps_w; ++aw) {
+              tile_src[count * mr] = row * dw.src_size + cls.base_w[aw] + j * dw.mult();
+              tile_taps[count++] = cls.taps_h[ah] * filter_cols + cls.taps_w[aw];
+            }
+          }
+          tap_count[tile] = count;
+          run[tile] = length;
+          for (int64_t q = 1; q < length; ++q) run[tile + q] = 0, tap_count[tile + q] = -1;
+          const int64_t first = (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
+          for (int64_t m = 0; m < length * mr; ++m) dst_pixel[tile * mr + m] = first + m * dw.step();
+          if ((j += length * mr) == cols) {
+            j = 0;
+            if (++i == rows) i = 0, ++n;
+          }
+          tile += length - 1;
+          continue;
+        }
+        for (int64_t m = 0; m < mr; ++m) {
+          if (m >= valid) {
+            dst_pixel[tile * mr + m] = -1;
+            for (int64_t a = 0; a < taps_h; ++a) src_row[m * dh.taps + a] = -1;
+            continue;
+          }
+          dst_pixel[tile * mr + m] =
+              (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
+          for (int64_t a = 0; a < taps_h; ++a) {
+            const int64_t r = cls.base_h[a] + i * dh.mult();
+            src_row[m * dh.taps + a] = r >= 0 && r < dh.src_size ? n * dh.src_size + r : -1;
+          }
+          for (int64_t a = 0; a < taps_w; ++a) {
+            const int64_t c = cls.base_w[a] + j * dw.mult();
+            src_col[m * dw.taps + a] = c >= 0 && c < dw.src_size ? c : -1;
+          }
+          if (++j == cols) {
+            j = 0;
+            if (++i == rows) i = 0, ++n;
+          }
+        }
+        int64_t count = 0;
+        for (int64_t ah = 0; ah < taps_h; ++ah) {
+          for (int64_t aw = 0; aw < taps_w; ++aw) {
+            bool any = false;
+            int64_t* s = tile_src + count * mr;
+            for (int64_t m = 0; m < mr; ++m) {
+              const int64_t r = src_row[m * dh.taps + ah];
+              const int64_t c = m < valid ? src_col[m * dw.taps + aw] : -1;
+              s[m] = r >= 0 && c >= 0 ? r * dw.src_size + c : -1;
+              any |= s[m] >= 0;
+            }
+            if (any) tile_taps[count++] = cls.taps_h[ah] * filter_cols + cls.taps_w[aw];
+          }
+        }
+        tap_count[tile] = count;
+      }
+      // Reduction chunks outermost, so that one chunk of the packed filter serves every tile.
+      const int64_t chunks = CeilDiv(depth, chunk);
+      if (chunks > 1) Note(Path::kIndirectChunks);
+      std::fill(stored, stored + tiles_per_block, 0);
+      for (int64_t k = 0; k < chunks; ++k) {
+        const int64_t k0 = k * chunk, len = std::min(chunk, depth - k0);
+        for (int64_t tile = 0; tile < tiles; ++tile) {
+          float* c = cbuf + tile * mr * nb;
+          const bool affine = run[tile] > 0;
+          if (!affine && tap_count[tile] < 0) continue;  // inside an affine run
+          const int64_t count = tap_count[tile];
+          if (count == 0) {
+            Note(Path::kIndirectNoTap);
+            if (k == 0) std::fill(c, c + mr * nb, 0.0f);
+            continue;
+          }
+          const int64_t* tile_src = src_pixel + tile * max_taps * mr;
+          const int64_t offset = col.src_offset + k0;
+          for (int64_t t = 0; t < count; ++t) {
+            b[t] = col.panel + tap_of[tile * max_taps + t] * col.tap_stride + k0 * col.row_floats;
+          }
+          if (affine) {
+            for (int64_t t = 0; t < count; ++t) a[t] = src + tile_src[t * mr] * src_channels + offset;
+            int64_t ldc = nb;
+            if constexpr (std::is_same_v<T, float>) {
+              // Float results of whole column blocks go straight to their place in dst.
+              if (col.width == nb) {
+                Note(Path::kIndirectInPlace);
+                c = dst + dst_pixel[tile * mr] * dst_channels + col.dst_offset;
+                ldc = dw.step() * dst_channels;
+                std::fill(stored + tile, stored + tile + run[tile], 1);
+              }
+            }
+            Note(Path::kIndirectAffineRun);
+            kernel(run[tile], count, a, dw.mult() * src_channels, b, len, col.width,
+                   c, ldc, k > 0);
+            continue;
+          }
+          for (int64_t t = 0; t < count; ++t) {
+            for (int64_t m = 0; m < mr; ++m) {
+              const int64_t s = tile_src[t * mr + m];
+              a[t * mr + m] = s < 0 ? static_cast<const void*>(zeros.data())
+                                    : static_cast<const void*>(src + s * src_channels + offset);
+            }
+          }
+          Note(Path::kIndirectTile);
+          kernel(1, count, a, 0, b, len, col.width, c, nb, k > 0);
+        }
+      }
+      for (int64_t q = 0; q < tiles * mr; ++q) {
+        if (dst_pixel[q] < 0 || stored[q / mr]) continue;
+        T* out = dst + dst_pixel[q] * dst_channels + col.dst_offset;
+        WriteOut(cbuf + q * nb, col.width, out);
+      }
+    }
+  });
+}
+
+
+inline DimMap ForwardDim(int64_t out, int64_t in, int64_t stride, int64_t pad,
+                         int64_t dilation, int64_t taps) {
+  DimMap d;
+  d.size = out, d.src_size = in, d.stride = stride, d.pad = pad, d.dilation = dilation;
+  d.taps = taps;
+  return d;
+}
+
+inline DimMap TransposedDim(int64_t in, int64_t out, int64_t stride, int64_t pad,
+                            int64_t dilation, int64_t taps) {
+  DimMap d = ForwardDim(in, out, stride, pad, dilation, taps);
+  d.transposed = true;
+  return d;
+}
+
+}  // namespace fast
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_FAST_INDIRECT_H_
