@@ -223,8 +223,14 @@ bool WinogradFilterApplies(const ConvGeometry& g) {
 }
 
 namespace {
-// Floats of transformed input and output gradient one chunk of tiles holds (16 MiB).
-constexpr int64_t kFilterChunkFloats = int64_t{4} << 20;
+// Tiles per chunk of the filter gradient: at least kFilterChunkTiles, so that the 36 GEMMs'
+// sums (read and written once per chunk) cost little next to the chunk's multiplies; beyond
+// that as many as fit kFilterChunkFloats of transformed input and output gradient (4 MiB,
+// which stays in the last-level cache between the transforms and the GEMMs), and never past
+// kFilterMaxChunkFloats (16 MiB).
+constexpr int64_t kFilterChunkTiles = 256;
+constexpr int64_t kFilterChunkFloats = int64_t{1} << 20;
+constexpr int64_t kFilterMaxChunkFloats = int64_t{4} << 20;
 }  // namespace
 
 template <typename T>
@@ -270,10 +276,15 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
   State& s = *state_;
   const KernelTable& table = Kernels();
   const int64_t G = gc.groups, FI = gc.filter_in_depth, K = gc.out_depth, Kg = gc.out_depth_per_group();
-  const int64_t cin = gc.in_depth, kr = K + s.nb;  // row lengths of v and e (e zero past K)
+  // Row lengths of v and e. A column tile of the last group reads past K where the group's
+  // columns are not whole tiles: e's rows are then longer, zero past K.
+  const int64_t cin = gc.in_depth, kr = Kg % s.nb == 0 ? K : K + s.nb;
   const int64_t tiles_h = CeilDiv(gc.out_rows, kOut), tiles_w = CeilDiv(gc.out_cols, kOut);
   const int64_t per_image = tiles_h * tiles_w, tiles = gc.batch * per_image;
-  const int64_t chunk = std::max<int64_t>(1, std::min(tiles, kFilterChunkFloats / (kPoints * (cin + kr))));
+  const int64_t tile_floats = kPoints * (cin + kr);
+  const int64_t chunk = std::max<int64_t>(
+      1, std::min({tiles, std::max(kFilterChunkTiles, kFilterChunkFloats / tile_floats),
+                   kFilterMaxChunkFloats / tile_floats}));
   if (chunk < tiles) Note(Path::kWinogradFilterChunks);
   Workspace v_space(kPoints * chunk * cin * sizeof(float)), e_space(kPoints * chunk * kr * sizeof(float));
   float* const v = v_space.data<float>();
@@ -309,7 +320,7 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
           }
         }
         gradient_fn(tile, K, e + q * kr, chunk * kr);
-        for (int xi = 0; xi < kPoints; ++xi) {
+        for (int xi = 0; kr > K && xi < kPoints; ++xi) {
           float* const row = e + (xi * chunk + q) * kr;
           std::fill(row + K, row + kr, 0.0f);
         }
