@@ -87,12 +87,12 @@ def exact_mode():
 def set_exact_mode(enabled):
     """Exact mode on (True) or off (False) for the CPU kernels, process-wide; returns the mode
     it replaces. In exact mode every output element is the direct sum of its products (in
-    float32 for half and bfloat16), as the direct loops form it; off, 3x3 stride-1 forward
-    and input-gradient convolutions with at least 16 channels per group on each side use
-    Winograd F(4x4, 3x3), 1.5-2.7x faster and within the error bound the README states. Off
-    by default; the environment variable TF_OPS_EXACT=1 turns it on from the start. Calls
-    already running keep the mode they started with; the GPU kernels and XLA's lowerings are
-    not affected (the GPU kernels always sum directly)."""
+    float32 for half and bfloat16), as the direct loops form it; off, 3x3 stride-1
+    convolutions with at least 16 channels per group on each side use Winograd F(4x4, 3x3) in
+    all three directions (a quarter of the multiplies), within the error bound the README
+    states. Off by default; the environment variable TF_OPS_EXACT=1 turns it on from the
+    start. Calls already running keep the mode they started with; the GPU kernels and XLA's
+    lowerings are not affected (the GPU kernels always sum directly)."""
     if not isinstance(enabled, bool):
         raise TypeError(f"set_exact_mode takes True or False, not {enabled!r}")
     previous = exact_mode()

@@ -221,9 +221,9 @@ void ChunkSpace(const Add& add) {
 }
 
 // Winograd F(4x4, 3x3) (3x3, stride and dilation 1, at least 16 channels per group on both
-// sides, 32 for the filter gradient): channel counts on both sides against the 16/32/64-wide
-// column tiles, the GEMM tile heights (the filter gradient's rows) and the 16-channel vectors
-// of the transforms (the tails of each), across both thresholds; every output size 1..13 in
+// sides): channel counts on both sides against the 16/32/64-wide column tiles, the GEMM tile
+// heights (the filter gradient's rows) and the 16-channel vectors of the transforms (the
+// tails of each), across the threshold; every output size 1..13 in
 // each dimension (whole 4x4 tiles and each partial one) with every padding, explicit pads past
 // the filter included (backprop input's source then starts inside the output gradient);
 // batches whose tiles fill a unit's block across images, or leave rows of the last GEMM tile

@@ -21,13 +21,16 @@ constexpr int kPoints = kAlpha * kAlpha;  // 36 element-wise GEMMs
 constexpr int kOut = 4;                  // output tile: 4 x 4
 
 // Channels a group needs on each side (reduction and columns) for the transforms to cost
-// less than the multiplies they save: forward and backprop input, and the filter gradient
-// (whose transformed operands are read from memory once per 36 x channels x channels
-// multiplies; at 16 channels the direct pass ran 1.3x faster).
+// less than the multiplies they save (at 16, Winograd ran 1.4x faster forward and 1.1x
+// faster for the filter gradient than the direct passes on a 32x32 layer).
 constexpr int64_t kMinChannels = 16;
-constexpr int64_t kMinFilterChannels = 32;
 // Floats of transformed source one work unit holds (36 x tiles x channels): 512 KiB.
 constexpr int64_t kBlockFloats = 128 * 1024;
+// The 36 planes of transformed data (one per point of the 6 x 6 tile) lie their size plus
+// this many floats (a cache line) apart, so that the transforms' 36 streams do not fall into
+// a few cache sets where the size is a power of two or a multiple of a large one (256 tiles
+// of 64 channels are 64 KiB: every plane in one L1 set).
+constexpr int64_t kPlaneSkew = 16;
 
 // The pass in forward terms: dst[n, oh, ow, d_off + j] = sum_{kh, kw, c}
 // src[n, oh + kh - pad_top, ow + kw - pad_left, s_off + c] * f[kh][kw][c][j], out-of-range
@@ -139,8 +142,9 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   const WinogradOutputFn output_fn = wk.output;
   const double unit_ops = 2.0 * kPoints * tb * Cs * Cd + 200.0 * tb * (Cs + Cd);
   parallel_for(G * tile_blocks, Cost(unit_ops), [&](int64_t begin, int64_t end) {
-    float* const v = Scratch<float, 30>(kPoints * tb * Cs);
-    float* const m = Scratch<float, 31>(kPoints * tb * nb);
+    const int64_t v_plane = tb * Cs + kPlaneSkew, m_plane = tb * nb + kPlaneSkew;
+    float* const v = Scratch<float, 30>(kPoints * v_plane);
+    float* const m = Scratch<float, 31>(kPoints * m_plane);
     float* const y = Scratch<float, 32>(kOut * kOut * nb);  // results not written in place
     const float* const zeros = Scratch<float, 33>(Cs);  // never written: zero in every kind
     for (int64_t unit = begin; unit < end; ++unit) {
@@ -162,20 +166,22 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
                        : static_cast<const void*>(zeros);
           }
         }
-        input_fn(patch, Cs, v + q * Cs, tb * Cs);
+        input_fn(patch, Cs, v + q * Cs, v_plane);
       }
       if (rows > count) {
         Note(Path::kWinogradPaddedRows);
-        for (int xi = 0; xi < kPoints; ++xi) std::fill(v + (xi * tb + count) * Cs, v + (xi * tb + rows) * Cs, 0.0f);
+        for (int xi = 0; xi < kPoints; ++xi) {
+          std::fill(v + xi * v_plane + count * Cs, v + xi * v_plane + rows * Cs, 0.0f);
+        }
       }
       for (int64_t cb = 0; cb < blocks; ++cb) {
         const int64_t width = std::min<int64_t>(nb, Cd - cb * nb);
         const float* const panels = u + (grp * blocks + cb) * kPoints * panel;
         NoteKernel(gemm);
         for (int xi = 0; xi < kPoints; ++xi) {
-          const void* a = v + xi * tb * Cs;
+          const void* a = v + xi * v_plane;
           const float* b = panels + xi * panel;
-          gemm(rows / mr, 1, &a, Cs, &b, Cs, m + xi * rows * nb, nb, /*accumulate=*/false);
+          gemm(rows / mr, 1, &a, Cs, &b, Cs, m + xi * m_plane, nb, /*accumulate=*/false);
         }
         NoteKernel(output_fn);
         for (int64_t q = 0; q < count; ++q) {
@@ -198,7 +204,7 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
             }
           }
           if (edge) Note(Path::kWinogradEdgeTiles);
-          output_fn(m + q * nb, rows * nb, width, out);
+          output_fn(m + q * nb, m_plane, width, out);
           if constexpr (!std::is_same_v<T, float>) {
             for (int a = 0; a < kOut; ++a) {
               for (int b = 0; b < kOut; ++b) {
@@ -218,8 +224,7 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
 template <typename T>
 bool WinogradFilterApplies(const ConvGeometry& g) {
   // The filter gradient's GEMMs have the forward pass's sides: in-depth by out-depth per group.
-  return WinogradApplies<T>(g, /*forward=*/true) && g.filter_in_depth >= kMinFilterChannels &&
-         g.out_depth_per_group() >= kMinFilterChannels;
+  return WinogradApplies<T>(g, /*forward=*/true);
 }
 
 namespace {
@@ -286,7 +291,8 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
       1, std::min({tiles, std::max(kFilterChunkTiles, kFilterChunkFloats / tile_floats),
                    kFilterMaxChunkFloats / tile_floats}));
   if (chunk < tiles) Note(Path::kWinogradFilterChunks);
-  Workspace v_space(kPoints * chunk * cin * sizeof(float)), e_space(kPoints * chunk * kr * sizeof(float));
+  const int64_t v_plane = chunk * cin + kPlaneSkew, e_plane = chunk * kr + kPlaneSkew;
+  Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
   float* const v = v_space.data<float>();
   float* const e = e_space.data<float>();
   const WinogradInputFn input_fn = table.winograd.input[kind];
@@ -309,7 +315,7 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
                                            : static_cast<const void*>(zeros);
           }
         }
-        input_fn(patch, cin, v + q * cin, chunk * cin);
+        input_fn(patch, cin, v + q * cin, v_plane);
         const void* tile[kOut * kOut];
         for (int a = 0; a < kOut; ++a) {
           for (int b = 0; b < kOut; ++b) {
@@ -319,9 +325,9 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
                                         : static_cast<const void*>(zeros);
           }
         }
-        gradient_fn(tile, K, e + q * kr, chunk * kr);
+        gradient_fn(tile, K, e + q * kr, e_plane);
         for (int xi = 0; kr > K && xi < kPoints; ++xi) {
-          float* const row = e + (xi * chunk + q) * kr;
+          float* const row = e + xi * e_plane + q * kr;
           std::fill(row + K, row + kr, 0.0f);
         }
       }
@@ -332,8 +338,8 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
       for (int64_t unit = begin; unit < end; ++unit) {
         const int64_t grp = unit / (kPoints * c_tiles), xi = unit / c_tiles % kPoints, ct = unit % c_tiles;
         const int64_t c0 = ct * s.mr;
-        const float* const a = v + xi * chunk * cin + grp * FI + c0;
-        const float* const b = e + xi * chunk * kr + grp * Kg;
+        const float* const a = v + xi * v_plane + grp * FI + c0;
+        const float* const b = e + xi * e_plane + grp * Kg;
         float* const c = s.m + ((grp * kPoints + xi) * s.cp + c0) * s.kgp;
         for (int64_t kt = 0; kt < k_tiles; ++kt) {
           s.strided(count, a, cin, std::min<int64_t>(s.mr, FI - c0), b + kt * s.nb, kr, c + kt * s.nb, s.kgp);
