@@ -386,9 +386,6 @@ struct Stats {
   double winograd_factor[3] = {0, 0, 0};  // Winograd's error in units of 2 (n + 16) u P
 };
 
-// Winograd's error bound: the direct kernels' plus this times 2 (n + 16) u P, P the tile's
-// scale (WinogradScale; README, accuracy).
-constexpr double kWinogradFactor = 1.0;
 
 template <typename T>
 struct TypeInfo;
@@ -643,7 +640,7 @@ class Runner {
     // The direct bound, gamma * sum|p| (+ floor); Winograd adds 2 (n + 16) u P (WinogradScale):
     // its sums of n products, and the transforms' own roundings.
     const double direct_gamma = 2.0 * static_cast<double>(products) * 0x1p-24;
-    const double winograd_gamma = kWinogradFactor * 2.0 * static_cast<double>(products + 16) * 0x1p-24;
+    const double winograd_gamma = 2.0 * static_cast<double>(products + 16) * 0x1p-24;
     const double gamma = direct_gamma + TypeInfo<T>::unit;
     const std::vector<double> tile = winograd ? scale() : std::vector<double>();
     double worst = 0, worst_scaled = 0;
@@ -660,7 +657,7 @@ class Runner {
         // The measured factor: error beyond the direct bound's rounding of the output, in
         // units of 2 (n + 16) u P (the README's accuracy table).
         const double beyond = std::max(0.0, err - TypeInfo<T>::unit * abs_ref[i] - TypeInfo<T>::floor);
-        worst_scaled = std::max(worst_scaled, beyond * kWinogradFactor / (winograd_gamma * tile[i]));
+        worst_scaled = std::max(worst_scaled, beyond / (winograd_gamma * tile[i]));
       }
     }
     double& kept = (winograd ? stats_->worst_winograd : stats_->worst)[TypeInfo<T>::index];

@@ -60,6 +60,22 @@ Problem MakeProblem(const ConvGeometry& g, bool forward) {
   return p;
 }
 
+// Pointers to an N x N block of pixels of an NHWC image (rows x cols pixels of `channels`
+// elements), its top-left pixel at (r0, c0) of image n, each advanced by `offset` elements;
+// pixels outside the image point at `zeros`.
+template <int N, typename T>
+void BlockPointers(const T* image, int64_t n, int64_t r0, int64_t c0, int64_t rows, int64_t cols,
+                   int64_t channels, int64_t offset, const float* zeros, const void** out) {
+  for (int a = 0; a < N; ++a) {
+    for (int b = 0; b < N; ++b) {
+      const int64_t r = r0 + a, c = c0 + b;
+      const bool inside = r >= 0 && r < rows && c >= 0 && c < cols;
+      out[a * N + b] = inside ? static_cast<const void*>(image + ((n * rows + r) * cols + c) * channels + offset)
+                              : static_cast<const void*>(zeros);
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -156,16 +172,8 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
       for (int64_t q = 0; q < count; ++q) {
         const int64_t i = first + q, n = i / per_image, th = i % per_image / tiles_w, tw = i % tiles_w;
         const void* patch[kPoints];
-        for (int a = 0; a < kAlpha; ++a) {
-          const int64_t sr = th * kOut + a - p.pad_top;
-          for (int b = 0; b < kAlpha; ++b) {
-            const int64_t sc = tw * kOut + b - p.pad_left;
-            const bool inside = sr >= 0 && sr < p.src_rows && sc >= 0 && sc < p.src_cols;
-            patch[a * kAlpha + b] =
-                inside ? static_cast<const void*>(src + ((n * p.src_rows + sr) * p.src_cols + sc) * p.src_channels + grp * Cs)
-                       : static_cast<const void*>(zeros);
-          }
-        }
+        BlockPointers<kAlpha>(src, n, th * kOut - p.pad_top, tw * kOut - p.pad_left, p.src_rows, p.src_cols,
+                              p.src_channels, grp * Cs, zeros, patch);
         input_fn(patch, Cs, v + q * Cs, v_plane);
       }
       if (rows > count) {
@@ -307,24 +315,11 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
       for (int64_t q = begin; q < end; ++q) {
         const int64_t i = first + q, n = i / per_image, th = i % per_image / tiles_w, tw = i % tiles_w;
         const void* patch[kPoints];
-        for (int a = 0; a < kAlpha; ++a) {
-          for (int b = 0; b < kAlpha; ++b) {
-            const int64_t sr = th * kOut + a - gc.pad_top, sc = tw * kOut + b - gc.pad_left;
-            const bool inside = sr >= 0 && sr < gc.in_rows && sc >= 0 && sc < gc.in_cols;
-            patch[a * kAlpha + b] = inside ? static_cast<const void*>(x + ((n * gc.in_rows + sr) * gc.in_cols + sc) * cin)
-                                           : static_cast<const void*>(zeros);
-          }
-        }
+        BlockPointers<kAlpha>(x, n, th * kOut - gc.pad_top, tw * kOut - gc.pad_left, gc.in_rows, gc.in_cols, cin,
+                              0, zeros, patch);
         input_fn(patch, cin, v + q * cin, v_plane);
         const void* tile[kOut * kOut];
-        for (int a = 0; a < kOut; ++a) {
-          for (int b = 0; b < kOut; ++b) {
-            const int64_t oh = th * kOut + a, ow = tw * kOut + b;
-            const bool inside = oh < gc.out_rows && ow < gc.out_cols;
-            tile[a * kOut + b] = inside ? static_cast<const void*>(dy + ((n * gc.out_rows + oh) * gc.out_cols + ow) * K)
-                                        : static_cast<const void*>(zeros);
-          }
-        }
+        BlockPointers<kOut>(dy, n, th * kOut, tw * kOut, gc.out_rows, gc.out_cols, K, 0, zeros, tile);
         gradient_fn(tile, K, e + q * kr, e_plane);
         for (int xi = 0; kr > K && xi < kPoints; ++xi) {
           float* const row = e + xi * e_plane + q * kr;
