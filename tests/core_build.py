@@ -1,11 +1,16 @@
 """Building TF-free test programs from the core (cc/core) with the flags the installed library
 was built with: each instruction-set file with its own flags, the checkout's headers first,
 warnings as errors. Under TF_OPS_SANITIZE=1 (.ci/sanitize), or when asked, with
-AddressSanitizer and UndefinedBehaviorSanitizer."""
+AddressSanitizer and UndefinedBehaviorSanitizer. Objects are compiled once per process and
+reused by every program built with the same flags (the micro-kernels take the longest)."""
+import atexit
 import concurrent.futures
 import os
 import pathlib
+import shutil
 import subprocess
+import tempfile
+import threading
 
 import tensorflow as tf
 
@@ -16,6 +21,34 @@ CORE_SOURCES = ["cc/core/conv_geometry.cc", "cc/core/cpu/conv_cpu.cc", "cc/core/
                 "cc/core/cpu/conv_winograd.cc"]
 SANITIZE = os.environ.get("TF_OPS_SANITIZE") == "1"
 SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+
+# Compiled objects of this process: (compiler, flags, source) -> future of the object's path.
+# Sources do not change while the tests run.
+_objects = {}
+_objects_lock = threading.Lock()
+_objects_dir = tempfile.mkdtemp(prefix="tf_ops_objects_")
+atexit.register(shutil.rmtree, _objects_dir, True)
+
+
+def _compile(command, src):
+    """The object `command` (a compile command without -o) makes of src: compiled by the first
+    caller, waited for by any other."""
+    key = tuple(command)
+    with _objects_lock:
+        future = _objects.get(key)
+        owner = future is None
+        if owner:
+            future = _objects[key] = concurrent.futures.Future()
+            obj = os.path.join(_objects_dir, f"{len(_objects)}_{os.path.basename(src)}.o")
+    if owner:
+        proc = subprocess.run([*command, "-o", obj], capture_output=True, text=True)
+        if proc.returncode != 0:
+            with _objects_lock:
+                del _objects[key]
+            future.set_exception(AssertionError(f"compiling {src} failed:\n{proc.stderr[-4000:]}"))
+        else:
+            future.set_result(obj)
+    return future.result()
 
 
 def available_isas():
@@ -57,12 +90,7 @@ def build(out_dir, name, sources, extra_flags=(), sanitize=SANITIZE):
 
     def compile_unit(unit):
         src, extra = unit
-        obj = os.path.join(out_dir, src.replace("/", "_") + ".o")
-        proc = subprocess.run([cxx, *flags, *extra, "-c", str(ROOT / src), "-o", obj],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise AssertionError(f"compiling {src} failed:\n{proc.stderr[-4000:]}")
-        return obj
+        return _compile([cxx, *flags, *extra, "-c", str(ROOT / src)], src)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         objects = list(pool.map(compile_unit, units))

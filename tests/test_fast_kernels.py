@@ -192,26 +192,13 @@ class NarrowingTest(tf.test.TestCase):
     by a TF-free driver, on every instruction set this processor has."""
 
     def test_vector_conversions_match_eigen(self):
-        root = HERE.parent
-        flags = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{root}"]
-        if os.environ.get("TF_OPS_SANITIZE") == "1":
-            flags += ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
-        # Each instruction set's file with the flags the library was built with.
-        isa_flags = tf_ops.build_info()["microkernel_flags"]
-        cxx = os.environ.get("CXX", "g++")
+        # Built like the other TF-free drivers: each instruction set's file with the flags the
+        # library was built with (and the sanitizers under TF_OPS_SANITIZE=1).
         with tempfile.TemporaryDirectory() as tmp:
-            objects = []
-            for name in ("cc/core/cpu/microkernels_avx2.cc", "cc/core/cpu/microkernels_avx512.cc"):
-                obj = os.path.join(tmp, os.path.basename(name) + ".o")
-                subprocess.run([cxx, *flags, *isa_flags[name], "-c", str(root / name), "-o", obj],
-                               check=True)
-                objects.append(obj)
-            driver = os.path.join(tmp, "narrow_driver")
-            subprocess.run([cxx, *flags, "-isystem", tf.sysconfig.get_include(),
-                            str(root / "tests/cc/narrow_driver.cc"), *objects, "-o", driver], check=True)
-            proc = subprocess.run([driver], capture_output=True, text=True, timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        lines = [line.split() for line in proc.stdout.splitlines() if not line.startswith(" ")]
+            driver = core_build.build(tmp, "narrow_driver", [("tests/cc/narrow_driver.cc", [])])
+            code, out = core_build.run(driver, timeout=300)
+        self.assertEqual(code, 0, out)
+        lines = [line.split() for line in out.splitlines() if not line.startswith(" ")]
         if tf_ops.cpu_kernel_isa() != "generic":
             self.assertNotEqual(lines, [], "no instruction set with vector conversions was checked")
         for isa, dtype, count, mismatches in lines:
