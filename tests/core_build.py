@@ -79,18 +79,24 @@ def _recorded_flags(info):
     return flags + ["-isystem", tf.sysconfig.get_include()]
 
 
-def build(out_dir, name, sources, extra_flags=(), sanitize=SANITIZE):
+def build(out_dir, name, sources, extra_flags=(), sanitize=SANITIZE, sanitize_kernels=None):
     """Links the core, the micro-kernels and `sources` ([(path, per-file flags)], paths from
-    the checkout root) into out_dir/name; returns its path."""
+    the checkout root) into out_dir/name; returns its path. extra_flags apply to the core and
+    `sources`; the micro-kernels take the sanitizers only if sanitize_kernels (default:
+    sanitize), so that a program that checks other code under them can link the unsanitized
+    micro-kernels already compiled (they take minutes to compile with the sanitizers)."""
     info = tf_ops.build_info()
-    flags = _recorded_flags(info)
-    flags = [f"-I{ROOT}", *flags, "-Werror", *extra_flags, *(SANITIZER_FLAGS if sanitize else [])]
+    base = [f"-I{ROOT}", *_recorded_flags(info), "-Werror"]
+    sanitizers = SANITIZER_FLAGS if sanitize else []
+    kernel_sanitizers = SANITIZER_FLAGS if (sanitize if sanitize_kernels is None else sanitize_kernels) else []
     cxx = os.environ.get("CXX", info.get("compiler", "g++"))
-    units = [(src, []) for src in CORE_SOURCES] + list(info["microkernel_flags"].items()) + list(sources)
+    units = ([[*base, *extra_flags, *sanitizers, "-c", src] for src in CORE_SOURCES] +
+             [[*base, *kernel_sanitizers, *flags, "-c", src] for src, flags in info["microkernel_flags"].items()] +
+             [[*base, *extra_flags, *sanitizers, *flags, "-c", src] for src, flags in sources])
 
     def compile_unit(unit):
-        src, extra = unit
-        return _compile([cxx, *flags, *extra, "-c", str(ROOT / src)], src)
+        *flags, src = unit
+        return _compile([cxx, *flags, str(ROOT / src)], src)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         objects = list(pool.map(compile_unit, units))

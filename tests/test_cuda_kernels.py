@@ -5,6 +5,7 @@
   reports, against the float64 direct loops and the CPU kernels (tests/cuda_emu/gpu_sweep.cc);
 - nvcc builds them warning-clean for the architectures the library is built for.
 What needs a GPU (speed, compute-sanitizer) runs in tests/gpu/run.sh."""
+import concurrent.futures
 import os
 import re
 import shutil
@@ -35,15 +36,27 @@ class CudaKernelsTest(tf.test.TestCase):
                 tmp, "gpu_sweep",
                 [("cc/core/gpu/conv_gpu.cu", ["-x", "c++"]), ("tests/cuda_emu/cuda_emu.cc", []),
                  ("tests/cuda_emu/gpu_sweep.cc", [])],
-                extra_flags=EMU_FLAGS, sanitize=True)
-            code, output = core_build.run(program, "--seeds", "3")
-        failures = [line for line in output.splitlines() if line.startswith("FAIL")]
-        self.assertEqual(failures, [], "\n".join(failures[:30]))
-        self.assertEqual(code, 0, output[-3000:])
-        summary = re.search(r"^cases (\d+) runs (\d+) seeds 3 reports 0 failures 0$", output, re.M)
-        self.assertIsNotNone(summary, output[-2000:])
+                extra_flags=EMU_FLAGS, sanitize=True,
+                # The CPU micro-kernels (the comparison's, run under the sanitizers in
+                # .ci/sanitize) unsanitized: with the sanitizers they take minutes to compile.
+                sanitize_kernels=False)
+            # Shards of the geometries side by side, one per core.
+            shards = max(1, os.cpu_count() or 1)
+            with concurrent.futures.ThreadPoolExecutor(max_workers=shards) as pool:
+                results = list(pool.map(
+                    lambda i: core_build.run(program, "--seeds", "3", "--shard", f"{i}/{shards}"),
+                    range(shards)))
+        cases = runs = 0
+        for code, output in results:
+            failures = [line for line in output.splitlines() if line.startswith("FAIL")]
+            self.assertEqual(failures, [], "\n".join(failures[:30]))
+            self.assertEqual(code, 0, output[-3000:])
+            summary = re.search(r"^cases (\d+) runs (\d+) seeds 3 reports 0 failures 0$", output, re.M)
+            self.assertIsNotNone(summary, output[-2000:])
+            cases += int(summary.group(1))
+            runs += int(summary.group(2))
         # 16 geometries x (5 + 5 + 4) element types x 3 seeds.
-        self.assertEqual((int(summary.group(1)), int(summary.group(2))), (16, 672))
+        self.assertEqual((cases, runs), (16, 672))
 
     def test_driver_check(self):
         # Where the GPU kernels are registered: not where a driver is present that cannot run

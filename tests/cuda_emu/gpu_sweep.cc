@@ -7,7 +7,9 @@
 //   - floating types against the direct loops in float64 with the bound of the CPU sweep,
 //     |gpu - exact| <= (2 n u_acc + u) sum |products| (+ 2**-25 for float16), and against the
 //     CPU kernels within the sum of both bounds; int32 (wrapping) equal to the CPU's.
-// Usage: gpu_sweep [--seeds N]. Exit status 0 when every check held.
+// Usage: gpu_sweep [--seeds N] [--shard I/N]. --shard runs the geometries whose index is I
+// modulo N (each with the seed it has in the whole sweep), so that shards run side by side.
+// Exit status 0 when every check held.
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -198,11 +200,24 @@ void Run(const Spec& s, const ConvGeometry& g, Direction dir, uint64_t seed) {
 }
 
 int Main(int argc, char** argv) {
+  long long shard = 0, shards = 1;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) seeds = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) {
+      seeds = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--shard") == 0 && i + 1 < argc) {
+      if (std::sscanf(argv[++i], "%lld/%lld", &shard, &shards) != 2 || shards < 1 || shard < 0 ||
+          shard >= shards) {
+        std::fprintf(stderr, "--shard takes I/N with 0 <= I < N\n");
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "usage: gpu_sweep [--seeds N] [--shard I/N]\n");
+      return 2;
+    }
   }
-  int64_t cases = 0;
+  int64_t cases = 0, index = -1;
   for (const Spec& s : Specs()) {
+    if (++index % shards != shard) continue;
     ConvGeometry g;
     const std::string err = MakeConvGeometry(s.batch, s.rows, s.cols, s.depth, s.kh, s.kw, s.fi, s.k, s.attrs, &g);
     if (!err.empty()) {
@@ -211,7 +226,7 @@ int Main(int argc, char** argv) {
       continue;
     }
     ++cases;
-    const uint64_t seed = 1000 + cases;
+    const uint64_t seed = 1000 + index + 1;
     for (Direction dir : {kForward, kInput, kFilter}) {
       Run<Eigen::half>(s, g, dir, seed);
       Run<Eigen::bfloat16>(s, g, dir, seed);
