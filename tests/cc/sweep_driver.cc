@@ -775,15 +775,17 @@ int Main(int argc, char** argv) {
   if (coverage) {
     // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair
     // kernels (and the packing of pairs) without AVX-512 BF16, the depthwise row kernels
-    // without AVX-512.
+    // without AVX-512, the GEMMs that round 16-bit results without vector rounding.
     const KernelTable& table = Kernels();
     const bool pairs = table.gemm_bf16_pairs != nullptr;
     const bool rows = table.dw[0].row[0][0][kElemF32] != nullptr;
+    const bool narrowed = table.gemm[0].affine_narrow[kElemF16] != nullptr;
     for (int p = 0; p < static_cast<int>(Path::kCount); ++p) {
       const Path path = static_cast<Path>(p);
       const uint64_t n = PathCount(path);
       const bool expected = (pairs || (path != Path::kGemmBf16Pairs && path != Path::kFilterPairs)) &&
-                            (rows || path != Path::kDepthwiseRowKernel);
+                            (rows || path != Path::kDepthwiseRowKernel) &&
+                            (narrowed || path != Path::kIndirectNarrowed);
       std::printf("  path %-70s %llu%s\n", PathName(path), (unsigned long long)n,
                   expected ? "" : " (not in this instruction set's table)");
       if (n == 0 && expected) ++unreached, std::printf("UNREACHED path: %s\n", PathName(path));

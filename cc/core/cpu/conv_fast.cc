@@ -44,6 +44,8 @@ const KernelTable& Kernels() {
       if (allow_bf16 && __builtin_cpu_supports("avx512bf16")) {
         t.isa = "avx512_bf16";
         t.gemm_bf16_pairs = Avx512Bf16GemmKernels();
+        // bfloat16 GEMMs run on the pair kernels, rounding included.
+        for (GemmKernel& k : t.gemm) k.affine_narrow[kElemBF16] = nullptr;
       }
     } else if (allow_avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                __builtin_cpu_supports("f16c")) {
@@ -216,6 +218,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   };
   const GemmIndirectFn indirect = kernels.indirect[kind];
   const GemmAffineFn affine = kernels.affine[kind];
+  const GemmAffineNarrowFn narrow = kernels.affine_narrow[kind];
   const TileKernel kernel = [indirect, affine](int64_t tiles, int64_t count, const void* const* a,
                                                int64_t pixel_step, const float* const* b,
                                                int64_t len, int64_t, float* c, int64_t ldc,
@@ -240,11 +243,12 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
     const int64_t pixels = g.batch * g.in_rows * g.in_cols;
     return RunIndirect(1, ForwardDim(1, 1, 1, 0, 1, 1), ForwardDim(pixels, pixels, 1, 0, 1, 1),
                        1, gk.mr, nb, src, src_channels, dst, dst_channels, G * blocks, src_group,
-                       std::min(chunk, src_group), column, kernel, parallel_for);
+                       std::min(chunk, src_group), column, kernel, narrow, parallel_for);
   }
   Note(forward ? Path::kForwardIndirect : Path::kInputIndirect);
   RunIndirect(g.batch, dh, dw, g.filter_cols, gk.mr, nb, src, src_channels, dst, dst_channels,
-              G * blocks, src_group, std::min(chunk, src_group), column, kernel, parallel_for);
+              G * blocks, src_group, std::min(chunk, src_group), column, kernel, narrow,
+              parallel_for);
 }
 
 // Runs `nhwc(gc, src_images, dst_images)` on chunks of the images of an NCHW pass, through

@@ -75,13 +75,16 @@ using TileKernel = std::function<void(int64_t, int64_t, const void* const*, int6
 // Runs an indirect pass: dst[n, oh, ow, dst_offset + j] for every computed pixel and column,
 // from source pixels src[n, sh, sw, src_offset + k0 + r] and the packed filter, through
 // `kernel`. Source and destination are NHWC with `src_channels` / `dst_channels` per pixel.
-// `depth` is the reduction length per tap, taken in chunks of `chunk`.
+// `depth` is the reduction length per tap, taken in chunks of `chunk`. `narrow` (16-bit T,
+// or null) is `kernel`'s affine form rounding to T: affine runs of whole column blocks in one
+// chunk go through it, straight to dst.
 template <typename T, typename ColumnFn>
 void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols,
                  int mr, int nb, const T* src, int64_t src_channels, T* dst,
                  int64_t dst_channels, int64_t column_blocks, int64_t depth, int64_t chunk,
-                 const ColumnFn& column, const TileKernel& kernel,
+                 const ColumnFn& column, const TileKernel& kernel, GemmAffineNarrowFn narrow,
                  const ParallelFor& parallel_for) {
+  static_assert(sizeof(T) == 2 || std::is_same_v<T, float>, "float or a 16-bit kind");
   struct Class {
     int64_t h, w, pixels, first_block;
     std::vector<int64_t> taps_h, taps_w, base_h, base_w;
@@ -240,6 +243,16 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
           if (affine) {
             for (int64_t t = 0; t < count; ++t) a[t] = src + tile_src[t * mr] * src_channels + offset;
             int64_t ldc = nb;
+            if (narrow != nullptr && chunks == 1 && col.width == nb && count <= kMaxNarrowTaps) {
+              // 16-bit results of whole column blocks, rounded by the micro-kernel in place.
+              Note(Path::kIndirectNarrowed);
+              NoteKernel(narrow);
+              narrow(run[tile], count, a, dw.mult() * src_channels, b, len,
+                     dst + dst_pixel[tile * mr] * dst_channels + col.dst_offset,
+                     dw.step() * dst_channels);
+              std::fill(stored + tile, stored + tile + run[tile], 1);
+              continue;
+            }
             if constexpr (std::is_same_v<T, float>) {
               // Float results of whole column blocks go straight to their place in dst.
               if (col.width == nb) {

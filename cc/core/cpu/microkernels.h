@@ -35,6 +35,15 @@ using GemmAffineFn = void (*)(int64_t tiles, int64_t taps, const void* const* a,
                               int64_t pixel_step, const float* const* b, int64_t depth,
                               float* c, int64_t ldc, bool accumulate);
 
+// The affine GEMM with its results rounded to the activations' 16-bit kind (IEEE half or
+// bfloat16, as NarrowFn rounds) and written at c, a destination of that kind (row stride ldc
+// elements), instead of as floats; it never accumulates. For a whole reduction in one call
+// (at most kMaxNarrowTaps taps): the float results never reach memory.
+constexpr int64_t kMaxNarrowTaps = 64;
+using GemmAffineNarrowFn = void (*)(int64_t tiles, int64_t taps, const void* const* a,
+                                    int64_t pixel_step, const float* const* b, int64_t depth,
+                                    void* c, int64_t ldc);
+
 // Strided GEMM reduction (backprop filter), over packed float operands:
 //   c[m*ldc + j] += sum_{r < len} a[r*a_step + min(m, rows-1)] * b[r*b_step + j]
 // for m < MR, j < NB.
@@ -115,6 +124,9 @@ struct GemmKernel {
   int mr, nb;  // tile: mr rows (pixels or input channels) x nb output columns
   GemmIndirectFn indirect[kElemKinds];
   GemmAffineFn affine[kElemKinds];
+  // By the activations' kind, kElemF16 and kElemBF16; null for kElemF32 and where the
+  // instruction set has no vector rounding to the kind.
+  GemmAffineNarrowFn affine_narrow[kElemKinds];
   GemmStridedFn strided;
 };
 
@@ -152,14 +164,20 @@ struct KernelTable {
 // tables belongs here too (the size checks below fail until it is).
 template <typename Fn>
 void ForEachKernel(const KernelTable& t, Fn fn) {
-  const auto gemm = [&](const char* indirect, const char* affine, const char* strided, int i,
-                        const GemmKernel& k) {
-    for (int e = 0; e < kElemKinds; ++e) fn(indirect, i, e, k.indirect[e]), fn(affine, i, e, k.affine[e]);
+  const auto gemm = [&](const char* indirect, const char* affine, const char* narrow,
+                        const char* strided, int i, const GemmKernel& k) {
+    for (int e = 0; e < kElemKinds; ++e) {
+      fn(indirect, i, e, k.indirect[e]), fn(affine, i, e, k.affine[e]);
+      fn(narrow, i, e, k.affine_narrow[e]);
+    }
     fn(strided, i, -1, k.strided);
   };
-  for (int i = 0; i < 3; ++i) gemm("gemm.indirect", "gemm.affine", "gemm.strided", i, t.gemm[i]);
+  for (int i = 0; i < 3; ++i) {
+    gemm("gemm.indirect", "gemm.affine", "gemm.affine_narrow", "gemm.strided", i, t.gemm[i]);
+  }
   for (int i = 0; t.gemm_bf16_pairs != nullptr && i < 3; ++i) {
-    gemm("pairs.indirect", "pairs.affine", "pairs.strided", i, t.gemm_bf16_pairs[i]);
+    gemm("pairs.indirect", "pairs.affine", "pairs.affine_narrow", "pairs.strided", i,
+         t.gemm_bf16_pairs[i]);
   }
   for (int i = 0; i < 3; ++i) {
     const DepthwiseKernel& k = t.dw[i];
@@ -182,7 +200,7 @@ void ForEachKernel(const KernelTable& t, Fn fn) {
   for (int e = 0; e < kElemKinds; ++e) fn("winograd.gradient", 0, e, t.winograd.gradient[e]);
   fn("winograd.output", 0, -1, t.winograd.output), fn("winograd.reduce", 0, -1, t.winograd.reduce);
 }
-static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (2 * kElemKinds + 1) * sizeof(void*),
+static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (3 * kElemKinds + 1) * sizeof(void*),
               "a new GemmKernel member: list it in ForEachKernel");
 static_assert(sizeof(DepthwiseKernel) ==
                   2 * sizeof(int) +

@@ -49,11 +49,29 @@ TF_OPS_INLINE void StoreTile(const __m512 (&acc)[MR][NV], float* c, int64_t ldc)
   }
 }
 
-template <int MR, int NV, bool Affine>
+// Rounds 16 floats to bfloat16 at out as the Narrow kernels of microkernels.inc do: nearest,
+// ties to even; a NaN becomes 0x7fc0 | sign (vcvtneps2bf16 would flush subnormals to zero).
+TF_OPS_INLINE void StoreBf16(__m512 v, uint16_t* out) {
+  typedef uint32_t Bits32 __attribute__((vector_size(64)));
+  typedef uint16_t Bits16 __attribute__((vector_size(32)));
+  typedef float Floats __attribute__((vector_size(64)));
+  Bits32 bits;
+  Floats f;
+  std::memcpy(&bits, &v, 64);
+  std::memcpy(&f, &v, 64);
+  const Bits32 rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const Bits32 quiet = ((bits >> 16) & 0x8000u) | 0x7fc0u;
+  const Bits16 h = __builtin_convertvector(f != f ? quiet : rounded, Bits16);
+  std::memcpy(out, &h, 32);
+}
+
+// The results go to c as floats or, with Narrowed, rounded to bfloat16 (StoreBf16).
+template <int MR, int NV, bool Affine, bool Narrowed = false>
 TF_OPS_INLINE void DotTile(int64_t taps, const void* const* a, int64_t pixel_step,
-                           const float* const* b, int64_t depth, float* c, int64_t ldc,
+                           const float* const* b, int64_t depth, void* out, int64_t ldc,
                            bool accumulate) {
   constexpr int NB = NV * 16;
+  float* const c = static_cast<float*>(out);
   __m512 acc[MR][NV];
 #pragma GCC unroll 32
   for (int m = 0; m < MR; ++m) {
@@ -90,7 +108,15 @@ TF_OPS_INLINE void DotTile(int64_t taps, const void* const* a, int64_t pixel_ste
       }
     }
   }
-  StoreTile<MR, NV>(acc, c, ldc);
+  if constexpr (Narrowed) {
+#pragma GCC unroll 32
+    for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) StoreBf16(acc[m][v], static_cast<uint16_t*>(out) + m * ldc + v * 16);
+    }
+  } else {
+    StoreTile<MR, NV>(acc, c, ldc);
+  }
 }
 
 template <int MR, int NV>
@@ -114,6 +140,19 @@ void DotAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
       DotTile<MR, NV, true>(n, ap, pixel_step, b + t0, depth, c + q * MR * ldc, ldc,
                             accumulate || t0 > 0);
     }
+  }
+}
+
+// DotAffine rounding its results to bfloat16: all taps (at most kMaxNarrowTaps) in one tile call.
+template <int MR, int NV>
+void DotAffineNarrow(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_step,
+                     const float* const* b, int64_t depth, void* c, int64_t ldc) {
+  static_assert(kMaxNarrowTaps <= kMaxAffineTaps, "one tile call");
+  const void* ap[kMaxNarrowTaps];
+  for (int64_t q = 0; q < tiles; ++q) {
+    for (int64_t t = 0; t < taps; ++t) ap[t] = static_cast<const uint16_t*>(a[t]) + q * MR * pixel_step;
+    DotTile<MR, NV, true, true>(taps, ap, pixel_step, b, depth,
+                                static_cast<uint16_t*>(c) + q * MR * ldc, ldc, false);
   }
 }
 
@@ -152,6 +191,7 @@ GemmKernel MakeDot() {
   k.nb = NV * 16;
   k.indirect[kElemBF16] = DotIndirect<MR, NV>;
   k.affine[kElemBF16] = DotAffine<MR, NV>;
+  k.affine_narrow[kElemBF16] = DotAffineNarrow<MR, NV>;
   k.strided = DotStrided<MR, NV>;
   return k;
 }
