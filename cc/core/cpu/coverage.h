@@ -38,6 +38,7 @@ namespace cpu {
   X(kColumnsMergedTail, "columns merged/a row's last partial tile")                           \
   X(kIndirectAffineRun, "indirect/affine run of tiles")                                       \
   X(kIndirectTile, "indirect/tile through the indirection table")                             \
+  X(kIndirectEdgesSplit, "indirect/edge pixels in parts of their own, padding taps skipped")  \
   X(kIndirectNarrowed, "indirect/16-bit results rounded by the micro-kernel, in place")       \
   X(kIndirectNoTap, "indirect/tile that no tap reaches")                                      \
   X(kIndirectInPlace, "indirect/float results written in place")                              \

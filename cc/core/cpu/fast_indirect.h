@@ -53,6 +53,47 @@ struct DimMap {
   }
 };
 
+// Part of a class of a DimMap: its members j0 + j (j < count), whose computed index is
+// first + j * step() and whose source index through taps[a] is bases[a] + j * mult().
+struct DimPart {
+  int64_t first = 0, count = 0;
+  std::vector<int64_t> taps, bases;
+};
+
+// The classes of `d` as parts: whole (split false), or each class split into the members
+// that read the source through every candidate tap (one part) and, one part each, the members
+// before and after them, with only the taps they read inside the source.
+inline std::vector<DimPart> Parts(const DimMap& d, bool split) {
+  std::vector<DimPart> parts;
+  for (int64_t c = 0; c < d.classes(); ++c) {
+    DimPart whole;
+    whole.first = c, whole.count = d.count(c);
+    d.Candidates(c, &whole.taps, &whole.bases);
+    int64_t lo = 0, hi = whole.count;  // members reading inside the source through every tap
+    for (const int64_t base : whole.bases) {
+      lo = std::max(lo, CeilDivSigned(-base, d.mult()));
+      hi = std::min(hi, FloorDivSigned(d.src_size - 1 - base, d.mult()) + 1);
+    }
+    if (!split || (lo == 0 && hi == whole.count)) {
+      parts.push_back(std::move(whole));
+      continue;
+    }
+    if (hi <= lo) lo = hi = whole.count;  // no member reads through every tap
+    for (int64_t j = 0; j < whole.count; j = j == lo ? hi : j + 1) {
+      DimPart part;
+      part.first = c + j * d.step(), part.count = j == lo ? hi - lo : 1;
+      for (size_t a = 0; a < whole.taps.size(); ++a) {
+        const int64_t s = whole.bases[a] + j * d.mult();
+        if (j == lo || (s >= 0 && s < d.src_size)) {
+          part.taps.push_back(whole.taps[a]), part.bases.push_back(s);
+        }
+      }
+      if (part.count > 0) parts.push_back(std::move(part));
+    }
+  }
+  return parts;
+}
+
 // Where one column block of an indirect pass reads and writes.
 struct ColumnBlock {
   int64_t src_offset = 0;  // channel offset in each source pixel
@@ -85,21 +126,42 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
                  const ColumnFn& column, const TileKernel& kernel, GemmAffineNarrowFn narrow,
                  const ParallelFor& parallel_for) {
   static_assert(sizeof(T) == 2 || std::is_same_v<T, float>, "float or a 16-bit kind");
+  // A class: pixels of equal row part and column part (DimPart), in (image, row, column)
+  // order.
   struct Class {
-    int64_t h, w, pixels, first_block;
+    int64_t h, w, rows, cols, pixels, first_block;
     std::vector<int64_t> taps_h, taps_w, base_h, base_w;
   };
   const int64_t block_target = kGemmPixelsPerBlock;
   const int64_t tiles_per_block = std::max<int64_t>(1, block_target / mr);
+  // Split the edges from the interior where that computes fewer products: tiles then skip
+  // the taps that read padding instead of multiplying zeros.
+  std::vector<DimPart> parts_h, parts_w;
+  int64_t best = -1;
+  for (int split = 0; split < 4; ++split) {
+    std::vector<DimPart> ph = Parts(dh, split & 1), pw = Parts(dw, split & 2);
+    int64_t products = 0;
+    for (const DimPart& a : ph) {
+      for (const DimPart& b : pw) {
+        const int64_t tiles = CeilDiv(batch * a.count * b.count, mr);
+        products += tiles * mr * static_cast<int64_t>(a.taps.size() * b.taps.size());
+      }
+    }
+    if (best < 0 || products < best) best = products, parts_h = std::move(ph), parts_w = std::move(pw);
+  }
+  if (parts_h.size() > static_cast<size_t>(dh.classes()) ||
+      parts_w.size() > static_cast<size_t>(dw.classes())) {
+    Note(Path::kIndirectEdgesSplit);
+  }
   std::vector<Class> classes;
   int64_t blocks = 0;
-  for (int64_t ch = 0; ch < dh.classes(); ++ch) {
-    for (int64_t cw = 0; cw < dw.classes(); ++cw) {
-      Class c{ch, cw, batch * dh.count(ch) * dw.count(cw), blocks, {}, {}, {}, {}};
-      dh.Candidates(ch, &c.taps_h, &c.base_h);
-      dw.Candidates(cw, &c.taps_w, &c.base_w);
-      blocks += CeilDiv(CeilDiv(c.pixels, mr), tiles_per_block);
-      classes.push_back(std::move(c));
+  for (const DimPart& ph : parts_h) {
+    for (const DimPart& pw : parts_w) {
+      const int64_t pixels = batch * ph.count * pw.count;
+      if (pixels == 0) continue;
+      classes.push_back({ph.first, pw.first, ph.count, pw.count, pixels, blocks,
+                         ph.taps, pw.taps, ph.bases, pw.bases});
+      blocks += CeilDiv(CeilDiv(pixels, mr), tiles_per_block);
     }
   }
   std::vector<T> zeros(std::max<int64_t>({depth, static_cast<int64_t>(nb), 1}), T(0.0f));
@@ -130,7 +192,7 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
                                             [](int64_t b, const Class& c) { return b < c.first_block; }) - 1);
       const int64_t p0 = (block - cls.first_block) * block_pixels;
       const int64_t p1 = std::min(cls.pixels, p0 + block_pixels);
-      const int64_t rows = dh.count(cls.h), cols = dw.count(cls.w);
+      const int64_t rows = cls.rows, cols = cls.cols;
       const int64_t taps_h = static_cast<int64_t>(cls.taps_h.size());
       const int64_t taps_w = static_cast<int64_t>(cls.taps_w.size());
       const ColumnBlock col = column(cb);
