@@ -389,7 +389,6 @@ struct Stats {
   double winograd_factor[3] = {0, 0, 0};  // Winograd's error in units of 2 (n + 16) u P
 };
 
-
 template <typename T>
 struct TypeInfo;
 template <>

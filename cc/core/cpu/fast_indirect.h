@@ -53,8 +53,9 @@ struct DimMap {
   }
 };
 
-// Part of a class of a DimMap: its members j0 + j (j < count), whose computed index is
-// first + j * step() and whose source index through taps[a] is bases[a] + j * mult().
+// Part of a class of a DimMap: `count` consecutive members of the class; the j-th (j < count)
+// computes index first + j * step() and reads through taps[a] the source index
+// bases[a] + j * mult().
 struct DimPart {
   int64_t first = 0, count = 0;
   std::vector<int64_t> taps, bases;
