@@ -4,7 +4,8 @@
 #   1. the parity sweep against PyTorch (cuDNN) and the float64 reference, every direction and
 #      element type, NHWC and NCHW, strides, dilations, paddings, groups, depthwise;
 #   2. bitwise determinism: every case run three times;
-#   3. compute-sanitizer's memcheck, racecheck, synccheck and initcheck over a small sweep;
+#   3. compute-sanitizer's memcheck, racecheck, synccheck and initcheck over a small sweep, our
+#      kernels alone;
 #   4. the benchmark against cuDNN through PyTorch on the shapes of `python -m tf_ops bench`.
 # Writes its logs and the benchmark table to $OUT (default: a new temporary folder).
 # Usage: bash tests/gpu/run.sh   (TF_OPS_CUDA_ARCHS="90" limits the architectures built)
@@ -20,10 +21,24 @@ nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -shared "${gencode[@]}" -Werror all-war
   -Xcompiler -Wall,-Wextra,-Werror \
   cc/core/gpu/conv_gpu.cu tests/gpu/capi.cu cc/core/conv_geometry.cc -o "$lib"
 echo "built $lib for ${archs}"
-python3 tests/gpu/harness.py --lib "$lib" parity 2>&1 | tee "$out/parity.log"
-for tool in memcheck racecheck synccheck initcheck; do
+# Each step runs whatever an earlier one found; the exit status says whether all passed.
+status=0
+python3 tests/gpu/harness.py --lib "$lib" parity 2>&1 | tee "$out/parity.log" || status=1
+# The four sanitizer tools side by side (each a process of its own on the one GPU).
+tools=(memcheck racecheck synccheck initcheck)
+pids=()
+for tool in "${tools[@]}"; do
   compute-sanitizer --tool "$tool" --error-exitcode 1 python3 tests/gpu/harness.py --lib "$lib" small \
-    > "$out/sanitizer_$tool.log" 2>&1 && echo "compute-sanitizer $tool: clean" \
-    || { echo "compute-sanitizer $tool: errors (see $out/sanitizer_$tool.log)"; tail -n 30 "$out/sanitizer_$tool.log"; exit 1; }
+    > "$out/sanitizer_$tool.log" 2>&1 &
+  pids+=($!)
 done
-python3 tests/gpu/harness.py --lib "$lib" bench --out "$out/bench_gpu.csv" 2>&1 | tee "$out/bench.log"
+for i in "${!tools[@]}"; do
+  tool=${tools[$i]}
+  if wait "${pids[$i]}"; then
+    echo "compute-sanitizer $tool: clean"
+  else
+    echo "compute-sanitizer $tool: errors (see $out/sanitizer_$tool.log)"; tail -n 30 "$out/sanitizer_$tool.log"; status=1
+  fi
+done
+python3 tests/gpu/harness.py --lib "$lib" bench --out "$out/bench_gpu.csv" 2>&1 | tee "$out/bench.log" || status=1
+exit $status
