@@ -1,7 +1,8 @@
 """The CUDA kernels (cc/core/gpu), on a machine without a GPU:
 - their source, compiled by the host compiler, runs under the emulator (tests/cuda_emu) with
   AddressSanitizer and UndefinedBehaviorSanitizer: every direction and element type over the
-  feature matrix, under three scheduling seeds, bitwise the same under each, with zero emulator
+  feature matrix, in both kernels (the tiled GEMM and the direct one, each forced), under three
+  scheduling seeds, bitwise the same under each, with zero emulator
   reports, against the float64 direct loops and the CPU kernels (tests/cuda_emu/gpu_sweep.cc);
 - nvcc builds them warning-clean for the architectures the library is built for.
 What needs a GPU (speed, compute-sanitizer) runs in tests/gpu/run.sh."""
@@ -18,6 +19,7 @@ import core_build
 import tf_ops
 
 EMU_FLAGS = ["-DTF_OPS_CUDA_EMU", f"-I{core_build.ROOT / 'tests' / 'cuda_emu'}"]
+GEOMETRIES = 16  # in tests/cuda_emu/gpu_sweep.cc
 
 
 def find_nvcc():
@@ -40,12 +42,14 @@ class CudaKernelsTest(tf.test.TestCase):
                 # The CPU micro-kernels (the comparison's, run under the sanitizers in
                 # .ci/sanitize) unsanitized: with the sanitizers they take minutes to compile.
                 sanitize_kernels=False)
-            # Shards of the geometries side by side, one per core.
-            shards = max(1, os.cpu_count() or 1)
-            with concurrent.futures.ThreadPoolExecutor(max_workers=shards) as pool:
+            # One geometry a process, as many at once as there are cores, taken from the end of
+            # the list: the geometries that take longest (the filter-gradient slices, the
+            # 70-channel tiles) are last there, so they start first and the cores finish together.
+            workers = max(1, os.cpu_count() or 1)
+            with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
                 results = list(pool.map(
-                    lambda i: core_build.run(program, "--seeds", "3", "--shard", f"{i}/{shards}"),
-                    range(shards)))
+                    lambda i: core_build.run(program, "--seeds", "3", "--shard", f"{i}/{GEOMETRIES}"),
+                    reversed(range(GEOMETRIES))))
         cases = runs = 0
         for code, output in results:
             failures = [line for line in output.splitlines() if line.startswith("FAIL")]
@@ -55,8 +59,8 @@ class CudaKernelsTest(tf.test.TestCase):
             self.assertIsNotNone(summary, output[-2000:])
             cases += int(summary.group(1))
             runs += int(summary.group(2))
-        # 16 geometries x (5 + 5 + 4) element types x 3 seeds.
-        self.assertEqual((cases, runs), (16, 672))
+        # Every geometry once: 16 x 2 kernels x (5 + 5 + 4) element types x 3 seeds.
+        self.assertEqual((cases, runs), (GEOMETRIES, GEOMETRIES * 2 * 14 * 3))
 
     def test_driver_check(self):
         # Where the GPU kernels are registered: not where a driver is present that cannot run

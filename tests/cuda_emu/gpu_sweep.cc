@@ -2,7 +2,9 @@
 // compiler with -DTF_OPS_CUDA_EMU): every direction, every element type, over the feature
 // matrix (layouts, unequal strides, dilations, every padding, groups, depth multipliers,
 // classes no filter tap reaches, several tiles in each GEMM dimension, filter-gradient slices,
-// empty operands), each run under three scheduling seeds:
+// empty operands), each run in both kernels (the tiled GEMM and the direct kernel, forced, so
+// that each is proven on every geometry whichever the geometry would choose) and under three
+// scheduling seeds:
 //   - bitwise the same result under every seed, and no emulator report;
 //   - floating types against the direct loops in float64 with the bound of the CPU sweep,
 //     |gpu - exact| <= (2 n u_acc + u) sum |products| (+ 2**-25 for float16), and against the
@@ -105,8 +107,13 @@ struct Info<int32_t> {
 int64_t failures = 0, runs = 0, reports = 0;
 int seeds = 3;
 
+gpu::Kernel kernel = gpu::Kernel::kGemm;  // the kernel the runs force
+
 void Fail(const Spec& s, const char* direction, const char* type, const std::string& what) {
-  if (++failures <= 30) std::printf("FAIL %s %s [%s]: %s\n", direction, type, s.what, what.c_str());
+  if (++failures <= 30) {
+    std::printf("FAIL %s %s, %s kernel [%s]: %s\n", direction, type, kernel == gpu::Kernel::kGemm ? "GEMM" : "direct",
+                s.what, what.c_str());
+  }
 }
 
 enum Direction { kForward, kInput, kFilter };
@@ -142,9 +149,17 @@ void Run(const Spec& s, const ConvGeometry& g, Direction dir, uint64_t seed) {
     tf_ops_emu::ClearReports();
     std::vector<T> out(size, static_cast<T>(77));
     std::string err;
-    if (dir == kForward) err = gpu::ConvForward(Info<T>::dtype, g, s.layout, x.data(), w.data(), out.data(), nullptr, workspace);
-    if (dir == kInput) err = gpu::ConvBackpropInput(Info<T>::dtype, g, s.layout, w.data(), dy.data(), out.data(), nullptr, workspace);
-    if (dir == kFilter) err = gpu::ConvBackpropFilter(Info<T>::dtype, g, s.layout, x.data(), dy.data(), out.data(), nullptr, workspace);
+    if (dir == kForward) {
+      err = gpu::ConvForward(Info<T>::dtype, g, s.layout, x.data(), w.data(), out.data(), nullptr, workspace, kernel);
+    }
+    if (dir == kInput) {
+      err = gpu::ConvBackpropInput(Info<T>::dtype, g, s.layout, w.data(), dy.data(), out.data(), nullptr, workspace,
+                                   kernel);
+    }
+    if (dir == kFilter) {
+      err = gpu::ConvBackpropFilter(Info<T>::dtype, g, s.layout, x.data(), dy.data(), out.data(), nullptr, workspace,
+                                    kernel);
+    }
     if (!err.empty()) return Fail(s, direction, Info<T>::name, err);
     for (const std::string& r : tf_ops_emu::Reports()) {
       ++reports;
@@ -227,12 +242,15 @@ int Main(int argc, char** argv) {
     }
     ++cases;
     const uint64_t seed = 1000 + index + 1;
-    for (Direction dir : {kForward, kInput, kFilter}) {
-      Run<Eigen::half>(s, g, dir, seed);
-      Run<Eigen::bfloat16>(s, g, dir, seed);
-      Run<float>(s, g, dir, seed);
-      Run<double>(s, g, dir, seed);
-      if (dir != kFilter) Run<int32_t>(s, g, dir, seed);  // int32 is declared for these two only
+    for (gpu::Kernel forced : {gpu::Kernel::kGemm, gpu::Kernel::kDirect}) {
+      kernel = forced;
+      for (Direction dir : {kForward, kInput, kFilter}) {
+        Run<Eigen::half>(s, g, dir, seed);
+        Run<Eigen::bfloat16>(s, g, dir, seed);
+        Run<float>(s, g, dir, seed);
+        Run<double>(s, g, dir, seed);
+        if (dir != kFilter) Run<int32_t>(s, g, dir, seed);  // int32 is declared for these two only
+      }
     }
   }
   std::printf("cases %" PRId64 " runs %" PRId64 " seeds %d reports %" PRId64 " failures %" PRId64 "\n", cases, runs,

@@ -39,11 +39,12 @@ void* Take(int64_t bytes) {
 
 // direction: 0 forward (a = x, b = w, out = y), 1 backprop input (a = w, b = dy, out = dx),
 // 2 backprop filter (a = x, b = dy, out = dw). dtype: tf_ops::gpu::Dtype. layout: 0 NHWC,
-// 1 NCHW. padding: 0 SAME, 1 VALID, 2 EXPLICIT (pads top, bottom, left, right).
+// 1 NCHW. padding: 0 SAME, 1 VALID, 2 EXPLICIT (pads top, bottom, left, right). kernel:
+// tf_ops::gpu::Kernel (0 chosen by the geometry, 1 the GEMM, 2 the direct kernel).
 // Returns 0, or 1 with the message in `error`. The call is queued on `stream`, not waited for.
 extern "C" int tf_ops_gpu_conv(int direction, int dtype, int layout, const int64_t* sizes /* N H W C KH KW FI K */,
                                const int64_t* attrs /* sh sw dh dw padding pt pb pl pr */, const void* a,
-                               const void* b, void* out, void* stream, char* error, int error_len) {
+                               const void* b, void* out, void* stream, int kernel, char* error, int error_len) {
   tf_ops::ConvAttrs at;
   at.stride_rows = attrs[0], at.stride_cols = attrs[1], at.dilation_rows = attrs[2], at.dilation_cols = attrs[3];
   at.padding = attrs[4] == 0 ? tf_ops::Padding::kSame : attrs[4] == 1 ? tf_ops::Padding::kValid : tf_ops::Padding::kExplicit;
@@ -57,9 +58,10 @@ extern "C" int tf_ops_gpu_conv(int direction, int dtype, int layout, const int64
     auto* s = static_cast<CUstream_st*>(stream);
     TheWorkspace().next = 0;
     const tf_ops::gpu::WorkspaceFn workspace = Take;
-    if (direction == 0) err = tf_ops::gpu::ConvForward(dt, g, lay, a, b, out, s, workspace);
-    if (direction == 1) err = tf_ops::gpu::ConvBackpropInput(dt, g, lay, a, b, out, s, workspace);
-    if (direction == 2) err = tf_ops::gpu::ConvBackpropFilter(dt, g, lay, a, b, out, s, workspace);
+    const auto k = static_cast<tf_ops::gpu::Kernel>(kernel);
+    if (direction == 0) err = tf_ops::gpu::ConvForward(dt, g, lay, a, b, out, s, workspace, k);
+    if (direction == 1) err = tf_ops::gpu::ConvBackpropInput(dt, g, lay, a, b, out, s, workspace, k);
+    if (direction == 2) err = tf_ops::gpu::ConvBackpropFilter(dt, g, lay, a, b, out, s, workspace, k);
   }
   if (err.empty()) return 0;
   std::strncpy(error, err.c_str(), static_cast<size_t>(error_len - 1));

@@ -32,6 +32,7 @@ DTYPES = {"float16": (0, torch.float16, 2.0**-11, 2.0**-25), "bfloat16": (1, tor
           "int32": (4, torch.int32, 0.0, 0.0)}
 PADDING = {"SAME": 0, "VALID": 1, "EXPLICIT": 2}
 DEVICE = "cuda"  # "cpu" under --emulated
+KERNELS = {"GEMM": 1, "direct": 2}  # tf_ops::gpu::Kernel, each forced in the parity sweep
 
 
 class Case:
@@ -71,7 +72,7 @@ class Library:
         self.lib = ctypes.CDLL(path)
         self.lib.tf_ops_gpu_conv.restype = ctypes.c_int
 
-    def run(self, direction, dtype, case, a, b, out, sync=True):
+    def run(self, direction, dtype, case, a, b, out, sync=True, kernel=0):
         sizes = (ctypes.c_int64 * 8)(case.n, case.h, case.w, case.c, case.kh, case.kw, case.fi, case.k)
         p = case.pads
         attrs = (ctypes.c_int64 * 9)(*case.strides, *case.dilations, PADDING[case.padding], *p)
@@ -79,7 +80,7 @@ class Library:
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream if DEVICE == "cuda" else None)
         code = self.lib.tf_ops_gpu_conv(direction, DTYPES[dtype][0], 0 if case.fmt == "NHWC" else 1, sizes, attrs,
                                         ctypes.c_void_p(a.data_ptr()), ctypes.c_void_p(b.data_ptr()),
-                                        ctypes.c_void_p(out.data_ptr()), stream, err, 512)
+                                        ctypes.c_void_p(out.data_ptr()), stream, kernel, err, 512)
         if code != 0:
             raise RuntimeError(err.value.decode())
         if sync:
@@ -128,6 +129,9 @@ def torch_reference(direction, case, x, w, dy):
 
 
 def check(lib, direction, dtype, case, rng, with_torch=True):
+    """Runs the case in each kernel, three times each. Returns, per kernel, (bitwise the same
+    every time, within the bound, the largest error over the bound), and PyTorch's largest
+    error (None where not compared)."""
     torch_type = DTYPES[dtype][1]
     if dtype == "int32":
         make = lambda shape: torch.tensor(rng.integers(-(1 << 20), 1 << 20, size=shape), dtype=torch.int32)  # noqa: E731
@@ -136,14 +140,16 @@ def check(lib, direction, dtype, case, rng, with_torch=True):
     x, w, dy = make(case.x_shape()), make([case.kh, case.kw, case.fi, case.k]), make(case.y)
     a, b = ((x, w), (w, dy), (x, dy))[direction]
     shape = (case.y, case.x_shape(), [case.kh, case.kw, case.fi, case.k])[direction]
-    outs = []
-    for _ in range(3):
-        out = torch.full(shape, 7, dtype=torch_type, device=DEVICE)
-        lib.run(direction, dtype, case, a.to(DEVICE), b.to(DEVICE), out)
-        outs.append(out.cpu())
-    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[outs[0].element_size()]
-    same = all(torch.equal(outs[0].view(bits), o.view(bits)) for o in outs[1:])
-    got = outs[0].to(torch.float64).numpy()
+    results = {}
+    for kernel, code in KERNELS.items():
+        outs = []
+        for _ in range(3):
+            out = torch.full(shape, 7, dtype=torch_type, device=DEVICE)
+            lib.run(direction, dtype, case, a.to(DEVICE), b.to(DEVICE), out, kernel=code)
+            outs.append(out.cpu())
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[outs[0].element_size()]
+        results[kernel] = (all(torch.equal(outs[0].view(bits), o.view(bits)) for o in outs[1:]),
+                           outs[0].to(torch.float64).numpy())
     ex = [t.to(torch.float64).numpy() for t in (x, w, dy)]
     fn = (lambda v: reference.conv2d(v[0], v[1], **case.attrs()),
           lambda v: reference.conv2d_backprop_input(case.x_shape(), v[1], v[2], **case.attrs()),
@@ -152,21 +158,22 @@ def check(lib, direction, dtype, case, rng, with_torch=True):
     if dtype == "int32":
         exact = fn([e.astype(np.int64) for e in ex])
         wrapped = ((exact.astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31))
-        ok = np.array_equal(got.astype(np.int64), wrapped)
-        return same, ok, 0.0, None
+        return {k: (same, np.array_equal(got.astype(np.int64), wrapped), 0.0)
+                for k, (same, got) in results.items()}, None
     exact, abs_sum = fn(ex), fn([np.abs(e) for e in ex])
     products = (case.kh * case.kw * case.fi, case.kh * case.kw * case.k // (case.c // case.fi),
                 case.n * case.oh * case.ow)[direction]
     unit, floor = DTYPES[dtype][2], DTYPES[dtype][3]
     acc = 2.0**-53 if dtype == "float64" else 2.0**-24
     bound = (2 * products * acc + unit) * abs_sum + floor
-    ok = bool(np.all(np.abs(got - exact) <= bound))
-    worst = float(np.max(np.abs(got - exact) / np.maximum(bound, 1e-300))) if got.size else 0.0
+    checked = {k: (same, bool(np.all(np.abs(got - exact) <= bound)),
+                   float(np.max(np.abs(got - exact) / np.maximum(bound, 1e-300))) if got.size else 0.0)
+               for k, (same, got) in results.items()}
     vs_torch = None
-    if with_torch and dtype != "float64" and got.size and x.numel() and w.numel() and dy.numel():
+    if with_torch and dtype != "float64" and exact.size and x.numel() and w.numel() and dy.numel():
         cu = torch_reference(direction, case, *(t.to(DEVICE) for t in (x, w, dy))).to(torch.float64).cpu().numpy()
         vs_torch = float(np.max(np.abs(cu - exact)))
-    return same, ok, worst, vs_torch
+    return checked, vs_torch
 
 
 def cases(small):
@@ -201,11 +208,12 @@ def parity(lib, small):
                 if dtype == "int32" and direction == 2:
                     continue
                 # The sanitizers' sweep runs our kernels alone: cuDNN's are not ours to check.
-                same, ok, worst, vs_torch = check(lib, direction, dtype, case, rng, with_torch=not small)
-                failures += (not same) + (not ok)
-                print(f"{'PASS' if same and ok else 'FAIL'} {name:15} {dtype:8} {case}: "
-                      f"error/bound {worst:.3f}, bitwise repeatable {same}"
-                      + (f", PyTorch's max error {vs_torch:.2e}" if vs_torch is not None else ""))
+                checked, vs_torch = check(lib, direction, dtype, case, rng, with_torch=not small)
+                for kernel, (same, ok, worst) in checked.items():
+                    failures += (not same) + (not ok)
+                    print(f"{'PASS' if same and ok else 'FAIL'} {name:15} {dtype:8} {kernel:6} {case}: "
+                          f"error/bound {worst:.3f}, bitwise repeatable {same}"
+                          + (f", PyTorch's max error {vs_torch:.2e}" if vs_torch is not None else ""))
     print(f"{failures} failed")
     return 1 if failures else 0
 

@@ -8,7 +8,9 @@
 //   backprop filter:  C[m = (kh, kw, ci)][col = k]  = sum_{r = (n, oh, ow)} x[..] dy[..],
 //                     the reduction split into slices summed in order
 // one group at a time (the grid's z index), every activation read through its layout's
-// strides, so NHWC and NCHW take the same code.
+// strides, so NHWC and NCHW take the same code. A problem whose groups have at most
+// kDirectMaxCols columns (depthwise layers have one) runs in a direct kernel instead, one
+// thread per output summing over r in the same order.
 #include "cc/core/gpu/conv_gpu.h"
 
 #include <algorithm>
@@ -33,10 +35,15 @@ static_assert(Tiling::kTileK * Tiling::kTileM % Tiling::kThreads == 0, "whole lo
 static_assert(Tiling::kTileK * Tiling::kTileN % Tiling::kThreads == 0, "whole loads per thread");
 
 // The filter gradient's reduction is split into slices of at least this many output pixels
-// while the grid has fewer than kFilterTargetBlocks blocks.
+// while the launch has fewer than kFilterTargetThreads threads.
 constexpr int64_t kFilterSliceMin = 1024;
-constexpr int64_t kFilterTargetBlocks = 512;
+constexpr int64_t kFilterTargetThreads = 512 * Tiling::kThreads;
 constexpr int kReduceThreads = 256;
+
+// Groups with at most this many GEMM columns would fill at most an eighth of a tile's: those
+// problems run in the direct kernel, kDirectThreads threads a block.
+constexpr int64_t kDirectMaxCols = Tiling::kTileN / 8;
+constexpr int kDirectThreads = 256;
 
 // Element types: what is stored, what sums are carried in.
 template <typename T>
@@ -187,8 +194,9 @@ struct InputProblem {
   }
 };
 
-// z = group * slices + slice. With one slice the result goes to dw; with several, each
-// slice's float (or double) sums go to partial[z][m][col] for ReduceSlices.
+// z = slice * groups + group (neighbouring z, neighbouring channels). With one slice the
+// result goes to dw; with several, each slice's float (or double) sums go to
+// partial[z][m][col] for ReduceSlices.
 template <typename T>
 struct FilterProblem {
   using Acc = typename Elem<T>::Acc;
@@ -198,21 +206,21 @@ struct FilterProblem {
   Acc* partial;
   Sizes s;
   Strides xs, dys;
-  int64_t slices, slice_len;
+  int64_t groups, slices, slice_len;
   int64_t M, N, R;
-  __device__ int64_t RBegin(int64_t z) const { return z % slices * slice_len; }
+  __device__ int64_t RBegin(int64_t z) const { return z / groups * slice_len; }
   __device__ int64_t REnd(int64_t z) const {
-    const int64_t end = (z % slices + 1) * slice_len;
+    const int64_t end = (z / groups + 1) * slice_len;
     return end < R ? end : R;
   }
   __device__ Acc A(int64_t z, int64_t m, int64_t r) const {
-    const int64_t grp = z / slices;
+    const int64_t grp = z % groups;
     const int64_t ci = m % s.fi, kw = m / s.fi % s.filter_cols, kh = m / (s.fi * s.filter_cols);
     const int64_t ow = r % s.out_cols, oh = r / s.out_cols % s.out_rows, n = r / (s.out_cols * s.out_rows);
     return InputAt(x, s, xs, n, oh, ow, kh, kw, grp * s.fi + ci);
   }
   __device__ Acc B(int64_t z, int64_t r, int64_t col) const {
-    const int64_t grp = z / slices;
+    const int64_t grp = z % groups;
     const int64_t ow = r % s.out_cols, oh = r / s.out_cols % s.out_rows, n = r / (s.out_cols * s.out_rows);
     return Elem<T>::Load(dy[n * dys.n + oh * dys.h + ow * dys.w + (grp * s.kg + col) * dys.c]);
   }
@@ -273,7 +281,21 @@ __global__ void __launch_bounds__(Tiling::kThreads) GemmKernel(Problem p, int64_
   }
 }
 
-// dw[m][grp * kg + col] = the sum over slices s, in order, of partial[grp][s][m][col].
+// One thread per output (m, z, col) of `p`, col varying fastest and then z, so that
+// neighbouring threads touch neighbouring channels; each sums over r in order.
+template <typename Problem>
+__global__ void __launch_bounds__(kDirectThreads) DirectKernel(Problem p, int64_t zs) {
+  using Acc = typename Problem::Acc;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kDirectThreads + threadIdx.x;
+  if (i >= p.M * zs * p.N) return;
+  const int64_t col = i % p.N, z = i / p.N % zs, m = i / (p.N * zs);
+  Acc acc = Acc(0);
+  const int64_t r_end = p.REnd(z);
+  for (int64_t r = p.RBegin(z); r < r_end; ++r) acc += p.A(z, m, r) * p.B(z, r, col);
+  p.Store(z, m, col, acc);
+}
+
+// dw[m][grp * kg + col] = the sum over slices s, in order, of partial[s][grp][m][col].
 template <typename T>
 __global__ void __launch_bounds__(kReduceThreads) ReduceSlices(const typename Elem<T>::Acc* partial, T* dw,
                                                                int64_t groups, int64_t slices, int64_t M,
@@ -281,8 +303,8 @@ __global__ void __launch_bounds__(kReduceThreads) ReduceSlices(const typename El
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
   if (i >= groups * M * kg) return;
   const int64_t col = i % kg, m = i / kg % M, grp = i / (kg * M);
-  typename Elem<T>::Acc sum = partial[((grp * slices) * M + m) * kg + col];
-  for (int64_t s = 1; s < slices; ++s) sum += partial[((grp * slices + s) * M + m) * kg + col];
+  typename Elem<T>::Acc sum = partial[(grp * M + m) * kg + col];
+  for (int64_t s = 1; s < slices; ++s) sum += partial[((s * groups + grp) * M + m) * kg + col];
   dw[m * kg * groups + grp * kg + col] = Elem<T>::Store(sum);
 }
 
@@ -292,19 +314,27 @@ std::string LaunchError(const char* kernel, cudaError_t e) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Runs the GEMM of `p` over `zs` problems (groups, or groups x slices).
+// Whether a problem with `cols` columns a group runs in the direct kernel.
+bool Direct(Kernel kernel, int64_t cols) {
+  return kernel == Kernel::kDirect || (kernel == Kernel::kAuto && cols <= kDirectMaxCols);
+}
+
+// Runs `p` over `zs` problems (groups, or slices x groups), in the direct kernel or the GEMM.
 template <typename Problem>
-std::string RunGemm(const Problem& p, int64_t zs, Stream stream) {
+std::string Run(const Problem& p, int64_t zs, bool direct, Stream stream) {
   if (p.M <= 0 || p.N <= 0 || zs <= 0) return "";
   const int64_t m_tiles = CeilDiv(p.M, Tiling::kTileM), n_tiles = CeilDiv(p.N, Tiling::kTileN);
-  const int64_t blocks = m_tiles * n_tiles * zs;
+  const int64_t blocks = direct ? CeilDiv(p.M * zs * p.N, kDirectThreads) : m_tiles * n_tiles * zs;
   if (blocks > 0x7fffffff) {
     return "tf_ops: the convolution needs " + std::to_string(blocks) +
            " thread blocks, more than a CUDA grid holds (2**31 - 1)";
   }
-  const cudaError_t e = Launch("GemmKernel", GemmKernel<Problem>, dim3(static_cast<unsigned>(blocks)),
-                               dim3(Tiling::kThreads), 0, stream, p, m_tiles, n_tiles);
-  return e == cudaSuccess ? "" : LaunchError("GemmKernel", e);
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const char* name = direct ? "DirectKernel" : "GemmKernel";
+  const cudaError_t e = direct ? Launch(name, DirectKernel<Problem>, grid, dim3(kDirectThreads), 0, stream, p, zs)
+                               : Launch(name, GemmKernel<Problem>, grid, dim3(Tiling::kThreads), 0, stream, p,
+                                        m_tiles, n_tiles);
+  return e == cudaSuccess ? "" : LaunchError(name, e);
 }
 
 std::string Zero(void* out, int64_t bytes, Stream stream) {
@@ -313,7 +343,8 @@ std::string Zero(void* out, int64_t bytes, Stream stream) {
 }
 
 template <typename T>
-std::string Forward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y, Stream stream) {
+std::string Forward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y, Stream stream,
+                    Kernel kernel) {
   if (g.output_elements() == 0) return "";
   if (g.input_elements() == 0 || g.filter_elements() == 0) return Zero(y, g.output_elements() * sizeof(T), stream);
   ForwardProblem<T> p{x, w, y, ToSizes(g),
@@ -321,12 +352,12 @@ std::string Forward(const ConvGeometry& g, Layout layout, const T* x, const T* w
                       ToStrides(StridesFor(layout, g.out_rows, g.out_cols, g.out_depth)),
                       g.batch * g.out_rows * g.out_cols, g.out_depth_per_group(),
                       g.filter_rows * g.filter_cols * g.filter_in_depth};
-  return RunGemm(p, g.groups, stream);
+  return Run(p, g.groups, Direct(kernel, p.N), stream);
 }
 
 template <typename T>
 std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
-                          Stream stream) {
+                          Stream stream, Kernel kernel) {
   if (g.input_elements() == 0) return "";
   if (g.output_elements() == 0 || g.filter_elements() == 0) return Zero(dx, g.input_elements() * sizeof(T), stream);
   InputProblem<T> p{};
@@ -343,7 +374,7 @@ std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, cons
       p.tw = TapsOfClass(cw, g.filter_cols, g.stride_cols, g.dilation_cols, g.pad_left);
       p.M = g.batch * p.rows * p.cols;
       p.R = p.th.count * p.tw.count * g.out_depth_per_group();
-      const std::string err = RunGemm(p, g.groups, stream);
+      const std::string err = Run(p, g.groups, Direct(kernel, p.N), stream);
       if (!err.empty()) return err;
     }
   }
@@ -352,7 +383,7 @@ std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, cons
 
 template <typename T>
 std::string BackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
-                           Stream stream, const WorkspaceFn& workspace) {
+                           Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
   using Acc = typename Elem<T>::Acc;
   if (g.filter_elements() == 0) return "";
   if (g.input_elements() == 0 || g.output_elements() == 0) return Zero(dw, g.filter_elements() * sizeof(T), stream);
@@ -363,17 +394,21 @@ std::string BackpropFilter(const ConvGeometry& g, Layout layout, const T* x, con
   p.M = g.filter_rows * g.filter_cols * g.filter_in_depth;
   p.N = g.out_depth_per_group();
   p.R = g.batch * g.out_rows * g.out_cols;
-  // Slices of the reduction, fixed by the geometry: enough blocks to fill a GPU, each slice at
-  // least kFilterSliceMin pixels long.
-  const int64_t base_blocks = CeilDiv(p.M, Tiling::kTileM) * CeilDiv(p.N, Tiling::kTileN) * g.groups;
-  p.slices = std::max<int64_t>(1, std::min(CeilDiv(p.R, kFilterSliceMin), kFilterTargetBlocks / base_blocks));
+  p.groups = g.groups;
+  // Slices of the reduction, fixed by the geometry and the kernel: enough threads to fill a
+  // GPU, each slice at least kFilterSliceMin pixels long.
+  const bool direct = Direct(kernel, p.N);
+  const int64_t threads = direct ? g.groups * p.M * p.N
+                                 : CeilDiv(p.M, Tiling::kTileM) * CeilDiv(p.N, Tiling::kTileN) * g.groups *
+                                       Tiling::kThreads;
+  p.slices = std::max<int64_t>(1, std::min(CeilDiv(p.R, kFilterSliceMin), kFilterTargetThreads / threads));
   if (p.slices > 1) {
     p.partial = static_cast<Acc*>(workspace ? workspace(g.groups * p.slices * p.M * p.N * sizeof(Acc)) : nullptr);
     if (p.partial == nullptr) p.slices = 1;
   }
   p.slice_len = CeilDiv(p.R, p.slices);
   p.slices = CeilDiv(p.R, p.slice_len);  // no empty slice
-  std::string err = RunGemm(p, g.groups * p.slices, stream);
+  std::string err = Run(p, p.slices * g.groups, direct, stream);
   if (!err.empty() || p.slices == 1) return err;
   const int64_t outputs = g.groups * p.M * p.N;
   const cudaError_t e = Launch("ReduceSlices", ReduceSlices<T>, dim3(static_cast<unsigned>(CeilDiv(outputs, kReduceThreads))),
@@ -396,43 +431,45 @@ std::string ByDtype(Dtype dtype, Args&&... args) {
 template <typename T>
 struct ForwardFn {
   static std::string Run(const ConvGeometry& g, Layout layout, const void* x, const void* w, void* y,
-                         Stream stream) {
-    return Forward<T>(g, layout, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), stream);
+                         Stream stream, Kernel kernel) {
+    return Forward<T>(g, layout, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), stream,
+                      kernel);
   }
 };
 template <typename T>
 struct InputFn {
   static std::string Run(const ConvGeometry& g, Layout layout, const void* w, const void* dy, void* dx,
-                         Stream stream) {
+                         Stream stream, Kernel kernel) {
     return BackpropInput<T>(g, layout, static_cast<const T*>(w), static_cast<const T*>(dy), static_cast<T*>(dx),
-                            stream);
+                            stream, kernel);
   }
 };
 template <typename T>
 struct FilterFn {
   static std::string Run(const ConvGeometry& g, Layout layout, const void* x, const void* dy, void* dw,
-                         Stream stream, const WorkspaceFn& workspace) {
+                         Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
     return BackpropFilter<T>(g, layout, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dw),
-                             stream, workspace);
+                             stream, workspace, kernel);
   }
 };
 
 }  // namespace
 
 std::string ConvForward(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
-                        const void* w, void* y, Stream stream, const WorkspaceFn&) {
-  return ByDtype<ForwardFn>(dtype, g, layout, x, w, y, stream);
+                        const void* w, void* y, Stream stream, const WorkspaceFn&, Kernel kernel) {
+  return ByDtype<ForwardFn>(dtype, g, layout, x, w, y, stream, kernel);
 }
 
 std::string ConvBackpropInput(Dtype dtype, const ConvGeometry& g, Layout layout, const void* w,
-                              const void* dy, void* dx, Stream stream, const WorkspaceFn&) {
-  return ByDtype<InputFn>(dtype, g, layout, w, dy, dx, stream);
+                              const void* dy, void* dx, Stream stream, const WorkspaceFn&,
+                              Kernel kernel) {
+  return ByDtype<InputFn>(dtype, g, layout, w, dy, dx, stream, kernel);
 }
 
 std::string ConvBackpropFilter(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
                                const void* dy, void* dw, Stream stream,
-                               const WorkspaceFn& workspace) {
-  return ByDtype<FilterFn>(dtype, g, layout, x, dy, dw, stream, workspace);
+                               const WorkspaceFn& workspace, Kernel kernel) {
+  return ByDtype<FilterFn>(dtype, g, layout, x, dy, dw, stream, workspace, kernel);
 }
 
 }  // namespace gpu

@@ -11,6 +11,10 @@
 // order), so results are bitwise the same on every run. Backprop input runs one launch per
 // stride-residue class of input pixels, through the filter taps that reach that class only: no
 // multiply touches an inserted zero. Index arithmetic is 64-bit.
+//
+// Two kernels compute the same sums: a tiled GEMM, and a direct kernel with one thread per
+// output for the problems whose groups have so few output columns (a depthwise layer: one)
+// that most of a GEMM tile would sit idle.
 #ifndef TF_OPS_CC_CORE_GPU_CONV_GPU_H_
 #define TF_OPS_CC_CORE_GPU_CONV_GPU_H_
 
@@ -33,18 +37,23 @@ using Stream = CUstream_st*;
 // the launch's work), or null where it cannot be had (the kernels then use none).
 using WorkspaceFn = std::function<void*(int64_t bytes)>;
 
+// Which kernel runs: chosen from the geometry (kAuto), or one forced, for the tests that prove
+// both over every geometry.
+enum class Kernel { kAuto, kGemm, kDirect };
+
 // Each returns "" once the work is queued on `stream`, or an error message (a launch that
 // failed, a grid larger than CUDA allows).
 std::string ConvForward(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
-                        const void* w, void* y, Stream stream, const WorkspaceFn& workspace);
+                        const void* w, void* y, Stream stream, const WorkspaceFn& workspace,
+                        Kernel kernel = Kernel::kAuto);
 
 std::string ConvBackpropInput(Dtype dtype, const ConvGeometry& g, Layout layout, const void* w,
                               const void* dy, void* dx, Stream stream,
-                              const WorkspaceFn& workspace);
+                              const WorkspaceFn& workspace, Kernel kernel = Kernel::kAuto);
 
 std::string ConvBackpropFilter(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
                                const void* dy, void* dw, Stream stream,
-                               const WorkspaceFn& workspace);
+                               const WorkspaceFn& workspace, Kernel kernel = Kernel::kAuto);
 
 }  // namespace gpu
 }  // namespace tf_ops
