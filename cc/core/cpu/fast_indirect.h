@@ -137,19 +137,22 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
   const int64_t tiles_per_block = std::max<int64_t>(1, block_target / mr);
   // Split the edges from the interior where that computes fewer products: tiles then skip
   // the taps that read padding instead of multiplying zeros.
-  std::vector<DimPart> parts_h, parts_w;
-  int64_t best = -1;
+  const std::vector<DimPart> choices_h[2] = {Parts(dh, false), Parts(dh, true)};
+  const std::vector<DimPart> choices_w[2] = {Parts(dw, false), Parts(dw, true)};
+  int best = 0;
+  int64_t fewest = -1;
   for (int split = 0; split < 4; ++split) {
-    std::vector<DimPart> ph = Parts(dh, split & 1), pw = Parts(dw, split & 2);
     int64_t products = 0;
-    for (const DimPart& a : ph) {
-      for (const DimPart& b : pw) {
+    for (const DimPart& a : choices_h[split & 1]) {
+      for (const DimPart& b : choices_w[split >> 1]) {
         const int64_t tiles = CeilDiv(batch * a.count * b.count, mr);
         products += tiles * mr * static_cast<int64_t>(a.taps.size() * b.taps.size());
       }
     }
-    if (best < 0 || products < best) best = products, parts_h = std::move(ph), parts_w = std::move(pw);
+    if (fewest < 0 || products < fewest) fewest = products, best = split;
   }
+  const std::vector<DimPart>& parts_h = choices_h[best & 1];
+  const std::vector<DimPart>& parts_w = choices_w[best >> 1];
   if (parts_h.size() > static_cast<size_t>(dh.classes()) ||
       parts_w.size() > static_cast<size_t>(dw.classes())) {
     Note(Path::kIndirectEdgesSplit);

@@ -49,23 +49,9 @@ TF_OPS_INLINE void StoreTile(const __m512 (&acc)[MR][NV], float* c, int64_t ldc)
   }
 }
 
-// Rounds 16 floats to bfloat16 at out as the Narrow kernels of microkernels.inc do: nearest,
-// ties to even; a NaN becomes 0x7fc0 | sign (vcvtneps2bf16 would flush subnormals to zero).
-TF_OPS_INLINE void StoreBf16(__m512 v, uint16_t* out) {
-  typedef uint32_t Bits32 __attribute__((vector_size(64)));
-  typedef uint16_t Bits16 __attribute__((vector_size(32)));
-  typedef float Floats __attribute__((vector_size(64)));
-  Bits32 bits;
-  Floats f;
-  std::memcpy(&bits, &v, 64);
-  std::memcpy(&f, &v, 64);
-  const Bits32 rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const Bits32 quiet = ((bits >> 16) & 0x8000u) | 0x7fc0u;
-  const Bits16 h = __builtin_convertvector(f != f ? quiet : rounded, Bits16);
-  std::memcpy(out, &h, 32);
-}
+#include "cc/core/cpu/round_bf16.inc"
 
-// The results go to c as floats or, with Narrowed, rounded to bfloat16 (StoreBf16).
+// The results go to c as floats or, with Narrowed, rounded to bfloat16 (RoundToBf16).
 template <int MR, int NV, bool Affine, bool Narrowed = false>
 TF_OPS_INLINE void DotTile(int64_t taps, const void* const* a, int64_t pixel_step,
                            const float* const* b, int64_t depth, void* out, int64_t ldc,
@@ -112,7 +98,7 @@ TF_OPS_INLINE void DotTile(int64_t taps, const void* const* a, int64_t pixel_ste
 #pragma GCC unroll 32
     for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) StoreBf16(acc[m][v], static_cast<uint16_t*>(out) + m * ldc + v * 16);
+      for (int v = 0; v < NV; ++v) RoundToBf16(&acc[m][v], static_cast<uint16_t*>(out) + m * ldc + v * 16);
     }
   } else {
     StoreTile<MR, NV>(acc, c, ldc);
