@@ -337,7 +337,8 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
         const float* const b = e + xi * e_plane + grp * Kg;
         float* const c = s.m + ((grp * kPoints + xi) * s.cp + c0) * s.kgp;
         for (int64_t kt = 0; kt < k_tiles; ++kt) {
-          s.strided(count, a, cin, std::min<int64_t>(s.mr, FI - c0), b + kt * s.nb, kr, c + kt * s.nb, s.kgp);
+          s.strided(1, count, a, 0, cin, std::min<int64_t>(s.mr, FI - c0), b + kt * s.nb, 0, kr,
+                    c + kt * s.nb, s.kgp);
         }
       }
     });

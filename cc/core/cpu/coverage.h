@@ -58,6 +58,8 @@ namespace cpu {
   X(kFilterSplitAccumulators, "backprop filter/channel chunks of bounded accumulators")       \
   X(kFilterSlices, "backprop filter/several row slices")                                      \
   X(kFilterInPlace, "backprop filter/float runs reduced in place")                            \
+  X(kFilterInPlaceRows, "backprop filter/in-place runs of several rows in one call")          \
+  X(kFilterInPlaceFullBatch, "backprop filter/in-place rows cut at a block's pixels")         \
   X(kFilterPacked, "backprop filter/packed pixels")                                           \
   X(kFilterFullBlock, "backprop filter/a full block of packed pixels")                        \
   X(kFilterPairs, "backprop filter/bfloat16 pairs")                                           \

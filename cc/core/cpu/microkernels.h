@@ -44,11 +44,14 @@ using GemmAffineNarrowFn = void (*)(int64_t tiles, int64_t taps, const void* con
                                     int64_t pixel_step, const float* const* b, int64_t depth,
                                     void* c, int64_t ldc);
 
-// Strided GEMM reduction (backprop filter), over packed float operands:
-//   c[m*ldc + j] += sum_{r < len} a[r*a_step + min(m, rows-1)] * b[r*b_step + j]
-// for m < MR, j < NB.
-using GemmStridedFn = void (*)(int64_t len, const float* a, int64_t a_step, int64_t rows,
-                               const float* b, int64_t b_step, float* c, int64_t ldc);
+// Strided GEMM reduction (backprop filter), over float operands (packed, or in place in
+// `runs` runs of `len` pixels at a fixed distance from each other):
+//   c[m*ldc + j] += sum_{s < runs} sum_{r < len} a[s*a_run + r*a_step + min(m, rows-1)] *
+//                                                b[s*b_run + r*b_step + j]
+// for m < MR, j < NB, summed in the order of s, then r.
+using GemmStridedFn = void (*)(int64_t runs, int64_t len, const float* a, int64_t a_run,
+                               int64_t a_step, int64_t rows, const float* b, int64_t b_run,
+                               int64_t b_step, float* c, int64_t ldc);
 
 // Depthwise over an indirection table (forward and backprop input, one filter per channel):
 //   c[m][j] (=, or +=) sum_{t < taps} a[t*MR + m][j] * b[t][j]       for m < MR, j < NB.

@@ -144,10 +144,12 @@ void DotAffineNarrow(int64_t tiles, int64_t taps, const void* const* a, int64_t 
 
 // The strided reduction of the filter gradient on pairs: a and b hold bfloat16 pairs (two
 // consecutive output pixels of one input channel / output channel) in 32-bit slots;
-//   c[m*ldc + j] += sum_{r < len} dot(a[r*a_step + min(m, rows-1)], b[r*b_step + j]).
+//   c[m*ldc + j] += sum_{s < runs} sum_{r < len} dot(a[s*a_run + r*a_step + min(m, rows-1)],
+//                                                  b[s*b_run + r*b_step + j]).
 template <int MR, int NV>
-void DotStrided(int64_t len, const float* a, int64_t a_step, int64_t rows, const float* b,
-                int64_t b_step, float* c, int64_t ldc) {
+void DotStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_t a_step,
+                int64_t rows, const float* b, int64_t b_run, int64_t b_step, float* c,
+                int64_t ldc) {
   __m512 acc[MR][NV];
   int64_t offset[MR];
 #pragma GCC unroll 32
@@ -156,15 +158,17 @@ void DotStrided(int64_t len, const float* a, int64_t a_step, int64_t rows, const
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_loadu_ps(c + m * ldc + v * 16);
   }
-  for (int64_t r = 0; r < len; ++r) {
-    __m512 bv[NV];
+  for (int64_t s = 0; s < runs; ++s, a += a_run, b += b_run) {
+    for (int64_t r = 0; r < len; ++r) {
+      __m512 bv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + r * b_step + v * 16);
+      for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + r * b_step + v * 16);
 #pragma GCC unroll 32
-    for (int m = 0; m < MR; ++m) {
-      uint32_t pair;
-      std::memcpy(&pair, a + r * a_step + offset[m], 4);
-      DotPair<NV>(acc[m], pair, bv);
+      for (int m = 0; m < MR; ++m) {
+        uint32_t pair;
+        std::memcpy(&pair, a + r * a_step + offset[m], 4);
+        DotPair<NV>(acc[m], pair, bv);
+      }
     }
   }
   StoreTile<MR, NV>(acc, c, ldc);
