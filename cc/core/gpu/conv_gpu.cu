@@ -319,21 +319,33 @@ bool Direct(Kernel kernel, int64_t cols) {
   return kernel == Kernel::kDirect || (kernel == Kernel::kAuto && cols <= kDirectMaxCols);
 }
 
+// The launch over `zs` problems of M x N outputs: a thread per output in the direct kernel,
+// a block per tile in the GEMM. Read both by Run and by the filter gradient's choice of
+// slices.
+struct LaunchShape {
+  int64_t m_tiles, n_tiles, blocks, block_threads;
+  int64_t threads() const { return blocks * block_threads; }
+};
+LaunchShape ShapeOf(int64_t M, int64_t N, int64_t zs, bool direct) {
+  const int64_t m_tiles = CeilDiv(M, Tiling::kTileM), n_tiles = CeilDiv(N, Tiling::kTileN);
+  if (direct) return {m_tiles, n_tiles, CeilDiv(M * zs * N, kDirectThreads), kDirectThreads};
+  return {m_tiles, n_tiles, m_tiles * n_tiles * zs, Tiling::kThreads};
+}
+
 // Runs `p` over `zs` problems (groups, or slices x groups), in the direct kernel or the GEMM.
 template <typename Problem>
 std::string Run(const Problem& p, int64_t zs, bool direct, Stream stream) {
   if (p.M <= 0 || p.N <= 0 || zs <= 0) return "";
-  const int64_t m_tiles = CeilDiv(p.M, Tiling::kTileM), n_tiles = CeilDiv(p.N, Tiling::kTileN);
-  const int64_t blocks = direct ? CeilDiv(p.M * zs * p.N, kDirectThreads) : m_tiles * n_tiles * zs;
-  if (blocks > 0x7fffffff) {
-    return "tf_ops: the convolution needs " + std::to_string(blocks) +
+  const LaunchShape shape = ShapeOf(p.M, p.N, zs, direct);
+  if (shape.blocks > 0x7fffffff) {
+    return "tf_ops: the convolution needs " + std::to_string(shape.blocks) +
            " thread blocks, more than a CUDA grid holds (2**31 - 1)";
   }
-  const dim3 grid(static_cast<unsigned>(blocks));
+  const dim3 grid(static_cast<unsigned>(shape.blocks)), block(static_cast<unsigned>(shape.block_threads));
   const char* name = direct ? "DirectKernel" : "GemmKernel";
-  const cudaError_t e = direct ? Launch(name, DirectKernel<Problem>, grid, dim3(kDirectThreads), 0, stream, p, zs)
-                               : Launch(name, GemmKernel<Problem>, grid, dim3(Tiling::kThreads), 0, stream, p,
-                                        m_tiles, n_tiles);
+  const cudaError_t e = direct ? Launch(name, DirectKernel<Problem>, grid, block, 0, stream, p, zs)
+                               : Launch(name, GemmKernel<Problem>, grid, block, 0, stream, p,
+                                        shape.m_tiles, shape.n_tiles);
   return e == cudaSuccess ? "" : LaunchError(name, e);
 }
 
@@ -398,9 +410,7 @@ std::string BackpropFilter(const ConvGeometry& g, Layout layout, const T* x, con
   // Slices of the reduction, fixed by the geometry and the kernel: enough threads to fill a
   // GPU, each slice at least kFilterSliceMin pixels long.
   const bool direct = Direct(kernel, p.N);
-  const int64_t threads = direct ? g.groups * p.M * p.N
-                                 : CeilDiv(p.M, Tiling::kTileM) * CeilDiv(p.N, Tiling::kTileN) * g.groups *
-                                       Tiling::kThreads;
+  const int64_t threads = ShapeOf(p.M, p.N, g.groups, direct).threads();  // of one slice
   p.slices = std::max<int64_t>(1, std::min(CeilDiv(p.R, kFilterSliceMin), kFilterTargetThreads / threads));
   if (p.slices > 1) {
     p.partial = static_cast<Acc*>(workspace ? workspace(g.groups * p.slices * p.M * p.N * sizeof(Acc)) : nullptr);
