@@ -332,6 +332,11 @@ void FilterSpace(const Add& add) {
     add({"filter plan", 1, size, size, 4, 3, 3, 4, 4, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kFilter});
     add({"filter plan", 1, size, size, 4, 3, 3, 1, 4, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kFilter});
   }
+  // A depthwise filter gradient past kDepthwiseWholeRowBytes (32 MiB of x and dy) in every
+  // element type (the cases above stay under it), over channel blocks of two widths and a
+  // scalar remainder.
+  add({"depthwise whole rows", 2, 300, 300, 53, 3, 3, 1, 53, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC,
+       kFilter});
 }
 
 // NCHW: channel counts and pixel counts across the 16 x 16 blocks of the transposes, and

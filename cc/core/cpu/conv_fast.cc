@@ -332,7 +332,7 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     const bool winograd = !depthwise && WinogradFilterApplies<T>(g);
     const GemmKernel& gk = PickGemm(g.out_depth_per_group());
     FilterPlan plan;
-    if (!winograd) plan = depthwise ? PlanDepthwiseFilter(gc) : PlanFilter(gc, gk.mr, gk.nb, sizeof(T));
+    if (!winograd) plan = depthwise ? PlanDepthwiseFilter(gc, sizeof(T)) : PlanFilter(gc, gk.mr, gk.nb, sizeof(T));
     std::vector<float> acc(plan.slices * size, 0.0f);
     std::unique_ptr<WinogradFilter<T>> wino;
     if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, parallel_for);

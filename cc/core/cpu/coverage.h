@@ -64,6 +64,7 @@ namespace cpu {
   X(kFilterFullBlock, "backprop filter/a full block of packed pixels")                        \
   X(kFilterPairs, "backprop filter/bfloat16 pairs")                                           \
   X(kFilterDepthwise, "backprop filter/depthwise")                                            \
+  X(kFilterDepthwiseWholeRows, "backprop filter/depthwise rows whole, every channel block")    \
   X(kFilterWinograd, "backprop filter/Winograd F(4x4, 3x3)")                                  \
   X(kWinogradFilterChunks, "winograd/filter gradient in several chunks of tiles")             \
   X(kFilterDepthwiseScalar, "backprop filter/depthwise channels past the last vector block")

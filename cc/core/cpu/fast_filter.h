@@ -40,6 +40,9 @@ inline void ReadRange(int64_t out_size, int64_t in_size, int64_t stride, int64_t
 struct FilterPlan {
   int64_t slices = 1, merged_cols = 1, ci_chunk = 0, k_chunk = 0, ci_chunks = 0, k_chunks = 0;
   int64_t units = 0;
+  // Depthwise: units per slice (one per channel block, or one for whole rows).
+  int64_t block_units = 1;
+  bool whole_rows = false;
 };
 
 // A filter-gradient slice's rows of x and dy should fit in this much L2 cache: every unit of
