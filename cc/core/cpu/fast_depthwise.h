@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <cstdlib>
 #include <functional>
 #include <vector>
 
