@@ -281,18 +281,46 @@ __global__ void __launch_bounds__(Tiling::kThreads) GemmKernel(Problem p, int64_
   }
 }
 
+// Output (z, m, col) of `p`: the sum over r in order, as a GEMM thread sums it.
+template <typename Problem>
+__device__ typename Problem::Acc DirectSum(const Problem& p, int64_t z, int64_t m, int64_t col) {
+  typename Problem::Acc acc(0);
+  const int64_t r_end = p.REnd(z);
+  for (int64_t r = p.RBegin(z); r < r_end; ++r) acc += p.A(z, m, r) * p.B(z, r, col);
+  return acc;
+}
+
+// The filter gradient's: the same sum, the pixel (n, oh, ow) of r stepped along instead of
+// divided out of r at every step.
+template <typename T>
+__device__ typename Elem<T>::Acc DirectSum(const FilterProblem<T>& p, int64_t z, int64_t m, int64_t col) {
+  const Sizes& s = p.s;
+  const int64_t grp = z % p.groups;
+  const int64_t ci = m % s.fi, kw = m / s.fi % s.filter_cols, kh = m / (s.fi * s.filter_cols);
+  const int64_t r_begin = p.RBegin(z), r_end = p.REnd(z);
+  int64_t ow = r_begin % s.out_cols, oh = r_begin / s.out_cols % s.out_rows;
+  int64_t n = r_begin / (s.out_cols * s.out_rows);
+  const int64_t c = grp * s.fi + ci, dy_c = (grp * s.kg + col) * p.dys.c;
+  typename Elem<T>::Acc acc(0);
+  for (int64_t r = r_begin; r < r_end; ++r) {
+    acc += InputAt(p.x, s, p.xs, n, oh, ow, kh, kw, c) *
+           Elem<T>::Load(p.dy[n * p.dys.n + oh * p.dys.h + ow * p.dys.w + dy_c]);
+    if (++ow == s.out_cols) {
+      ow = 0;
+      if (++oh == s.out_rows) oh = 0, ++n;
+    }
+  }
+  return acc;
+}
+
 // One thread per output (m, z, col) of `p`, col varying fastest and then z, so that
 // neighbouring threads touch neighbouring channels; each sums over r in order.
 template <typename Problem>
 __global__ void __launch_bounds__(kDirectThreads) DirectKernel(Problem p, int64_t zs) {
-  using Acc = typename Problem::Acc;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kDirectThreads + threadIdx.x;
   if (i >= p.M * zs * p.N) return;
   const int64_t col = i % p.N, z = i / p.N % zs, m = i / (p.N * zs);
-  Acc acc = Acc(0);
-  const int64_t r_end = p.REnd(z);
-  for (int64_t r = p.RBegin(z); r < r_end; ++r) acc += p.A(z, m, r) * p.B(z, r, col);
-  p.Store(z, m, col, acc);
+  p.Store(z, m, col, DirectSum(p, z, m, col));
 }
 
 // dw[m][grp * kg + col] = the sum over slices s, in order, of partial[s][grp][m][col].
