@@ -100,15 +100,42 @@ Sizes ToSizes(const ConvGeometry& g) {
           g.pad_left};
 }
 
-// The input value filter tap (kh, kw) of output pixel (n, oh, ow) reads in channel c, or zero
-// in the padding: what the forward and filter-gradient problems multiply.
+// Output pixel i of the flattened (n, oh, ow), and filter entry i of the flattened
+// (kh, kw, ci): the indices of the forward and filter-gradient problems.
+struct Pixel {
+  int64_t n, oh, ow;
+};
+struct Tap {
+  int64_t kh, kw, ci;
+};
+
+__device__ __forceinline__ Pixel PixelOf(const Sizes& s, int64_t i) {
+  const int64_t ow = i % s.out_cols, oh = i / s.out_cols % s.out_rows, n = i / (s.out_cols * s.out_rows);
+  return {n, oh, ow};
+}
+
+__device__ __forceinline__ Tap TapOf(const Sizes& s, int64_t i) {
+  const int64_t ci = i % s.fi, kw = i / s.fi % s.filter_cols, kh = i / (s.fi * s.filter_cols);
+  return {kh, kw, ci};
+}
+
+// The pixel after p, in the order of PixelOf.
+__device__ __forceinline__ void Advance(const Sizes& s, Pixel* p) {
+  if (++p->ow == s.out_cols) {
+    p->ow = 0;
+    if (++p->oh == s.out_rows) p->oh = 0, ++p->n;
+  }
+}
+
+// The input value tap t of output pixel p reads in channel c, or zero in the padding: what
+// the forward and filter-gradient problems multiply.
 template <typename T>
-__device__ __forceinline__ typename Elem<T>::Acc InputAt(const T* x, const Sizes& s, const Strides& xs, int64_t n,
-                                                         int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t c) {
-  const int64_t ih = oh * s.stride_rows - s.pad_top + kh * s.dilation_rows;
-  const int64_t iw = ow * s.stride_cols - s.pad_left + kw * s.dilation_cols;
+__device__ __forceinline__ typename Elem<T>::Acc InputAt(const T* x, const Sizes& s, const Strides& xs,
+                                                         const Pixel& p, const Tap& t, int64_t c) {
+  const int64_t ih = p.oh * s.stride_rows - s.pad_top + t.kh * s.dilation_rows;
+  const int64_t iw = p.ow * s.stride_cols - s.pad_left + t.kw * s.dilation_cols;
   if (ih < 0 || ih >= s.in_rows || iw < 0 || iw >= s.in_cols) return typename Elem<T>::Acc(0);
-  return Elem<T>::Load(x[n * xs.n + ih * xs.h + iw * xs.w + c * xs.c]);
+  return Elem<T>::Load(x[p.n * xs.n + ih * xs.h + iw * xs.w + c * xs.c]);
 }
 
 template <typename T>
@@ -123,16 +150,16 @@ struct ForwardProblem {
   __device__ int64_t RBegin(int64_t) const { return 0; }
   __device__ int64_t REnd(int64_t) const { return R; }
   __device__ Acc A(int64_t grp, int64_t m, int64_t r) const {
-    const int64_t ow = m % s.out_cols, oh = m / s.out_cols % s.out_rows, n = m / (s.out_cols * s.out_rows);
-    const int64_t ci = r % s.fi, kw = r / s.fi % s.filter_cols, kh = r / (s.fi * s.filter_cols);
-    return InputAt(x, s, xs, n, oh, ow, kh, kw, grp * s.fi + ci);
+    const Pixel p = PixelOf(s, m);
+    const Tap t = TapOf(s, r);
+    return InputAt(x, s, xs, p, t, grp * s.fi + t.ci);
   }
   __device__ Acc B(int64_t grp, int64_t r, int64_t col) const {
     return Elem<T>::Load(w[r * s.k + grp * s.kg + col]);
   }
   __device__ void Store(int64_t grp, int64_t m, int64_t col, Acc v) const {
-    const int64_t ow = m % s.out_cols, oh = m / s.out_cols % s.out_rows, n = m / (s.out_cols * s.out_rows);
-    y[n * ys.n + oh * ys.h + ow * ys.w + (grp * s.kg + col) * ys.c] = Elem<T>::Store(v);
+    const Pixel p = PixelOf(s, m);
+    y[p.n * ys.n + p.oh * ys.h + p.ow * ys.w + (grp * s.kg + col) * ys.c] = Elem<T>::Store(v);
   }
 };
 
@@ -213,16 +240,21 @@ struct FilterProblem {
     const int64_t end = (z / groups + 1) * slice_len;
     return end < R ? end : R;
   }
+  // The two factors of one product of group grp: x through tap t at pixel p, and dy at p.
+  __device__ Acc X(int64_t grp, const Tap& t, const Pixel& p) const {
+    return InputAt(x, s, xs, p, t, grp * s.fi + t.ci);
+  }
+  __device__ Acc Dy(int64_t grp, int64_t col, const Pixel& p) const {
+    return Elem<T>::Load(dy[p.n * dys.n + p.oh * dys.h + p.ow * dys.w + (grp * s.kg + col) * dys.c]);
+  }
   __device__ Acc A(int64_t z, int64_t m, int64_t r) const {
     const int64_t grp = z % groups;
-    const int64_t ci = m % s.fi, kw = m / s.fi % s.filter_cols, kh = m / (s.fi * s.filter_cols);
-    const int64_t ow = r % s.out_cols, oh = r / s.out_cols % s.out_rows, n = r / (s.out_cols * s.out_rows);
-    return InputAt(x, s, xs, n, oh, ow, kh, kw, grp * s.fi + ci);
+    const Tap t = TapOf(s, m);
+    return X(grp, t, PixelOf(s, r));
   }
   __device__ Acc B(int64_t z, int64_t r, int64_t col) const {
     const int64_t grp = z % groups;
-    const int64_t ow = r % s.out_cols, oh = r / s.out_cols % s.out_rows, n = r / (s.out_cols * s.out_rows);
-    return Elem<T>::Load(dy[n * dys.n + oh * dys.h + ow * dys.w + (grp * s.kg + col) * dys.c]);
+    return Dy(grp, col, PixelOf(s, r));
   }
   __device__ void Store(int64_t z, int64_t m, int64_t col, Acc v) const {
     if (slices == 1) {
@@ -290,26 +322,16 @@ __device__ typename Problem::Acc DirectSum(const Problem& p, int64_t z, int64_t 
   return acc;
 }
 
-// The filter gradient's: the same sum, the pixel (n, oh, ow) of r stepped along instead of
-// divided out of r at every step.
+// The filter gradient's: the same sum, the pixel of r stepped along instead of divided out
+// of r at every step.
 template <typename T>
 __device__ typename Elem<T>::Acc DirectSum(const FilterProblem<T>& p, int64_t z, int64_t m, int64_t col) {
-  const Sizes& s = p.s;
   const int64_t grp = z % p.groups;
-  const int64_t ci = m % s.fi, kw = m / s.fi % s.filter_cols, kh = m / (s.fi * s.filter_cols);
+  const Tap t = TapOf(p.s, m);
   const int64_t r_begin = p.RBegin(z), r_end = p.REnd(z);
-  int64_t ow = r_begin % s.out_cols, oh = r_begin / s.out_cols % s.out_rows;
-  int64_t n = r_begin / (s.out_cols * s.out_rows);
-  const int64_t c = grp * s.fi + ci, dy_c = (grp * s.kg + col) * p.dys.c;
+  Pixel px = PixelOf(p.s, r_begin);
   typename Elem<T>::Acc acc(0);
-  for (int64_t r = r_begin; r < r_end; ++r) {
-    acc += InputAt(p.x, s, p.xs, n, oh, ow, kh, kw, c) *
-           Elem<T>::Load(p.dy[n * p.dys.n + oh * p.dys.h + ow * p.dys.w + dy_c]);
-    if (++ow == s.out_cols) {
-      ow = 0;
-      if (++oh == s.out_rows) oh = 0, ++n;
-    }
-  }
+  for (int64_t r = r_begin; r < r_end; ++r, Advance(p.s, &px)) acc += p.X(grp, t, px) * p.Dy(grp, col, px);
   return acc;
 }
 
