@@ -332,15 +332,22 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     const bool winograd = !depthwise && WinogradFilterApplies<T>(g);
     const GemmKernel& gk = PickGemm(g.out_depth_per_group());
     FilterPlan plan;
-    if (!winograd) plan = depthwise ? PlanDepthwiseFilter(gc, sizeof(T)) : PlanFilter(gc, gk.mr, gk.nb, sizeof(T));
-    std::vector<float> acc(plan.slices * size, 0.0f);
+    DepthwiseFilterPlan dw_plan;
+    if (depthwise) {
+      dw_plan = PlanDepthwiseFilter(gc, sizeof(T));
+    } else if (!winograd) {
+      plan = PlanFilter(gc, gk.mr, gk.nb, sizeof(T));
+    }
+    // Each slice of the rows sums into its own accumulators; they are added in slice order.
+    const int64_t slices = depthwise ? dw_plan.slices : plan.slices;
+    std::vector<float> acc(slices * size, 0.0f);
     std::unique_ptr<WinogradFilter<T>> wino;
     if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, parallel_for);
     const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp) {
       if (winograd) {
         wino->Accumulate(gp, xp, dyp);
       } else if (depthwise) {
-        FilterDepthwiseNhwc(gp, plan, xp, dyp, acc.data(), parallel_for);
+        FilterDepthwiseNhwc(gp, dw_plan, xp, dyp, acc.data(), parallel_for);
       } else {
         FilterGemmNhwc(gp, plan, gk, xp, dyp, acc.data(), parallel_for);
       }
@@ -364,7 +371,7 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     if (winograd) wino->Finish(acc.data());
     for (int64_t i = 0; i < size; ++i) {
       float sum = acc[i];
-      for (int64_t s = 1; s < plan.slices; ++s) sum += acc[s * size + i];
+      for (int64_t s = 1; s < slices; ++s) sum += acc[s * size + i];
       dw[i] = static_cast<T>(sum);
     }
     return true;

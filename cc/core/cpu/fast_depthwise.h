@@ -277,13 +277,16 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
 inline constexpr double kDepthwiseWholeRowBytes = 32.0 * (1 << 20);
 
 // Depthwise: a unit is a slice of the rows, through every channel block (`whole_rows`) or
-// through one.
-inline FilterPlan PlanDepthwiseFilter(const ConvGeometry& g, int64_t element_size) {
-  FilterPlan p;
-  const double bytes = static_cast<double>(element_size) *
-                       (g.input_elements() + static_cast<double>(g.output_elements()));
+// through one (`block_units` units a slice, one per channel block, or one for whole rows).
+struct DepthwiseFilterPlan {
+  int64_t slices = 1, units = 0, block_units = 1;
+  bool whole_rows = false;
+};
+
+inline DepthwiseFilterPlan PlanDepthwiseFilter(const ConvGeometry& g, int64_t element_size) {
+  DepthwiseFilterPlan p;
   const int64_t blocks = static_cast<int64_t>(DepthwiseBlocks(g.in_depth).size());
-  p.whole_rows = bytes > kDepthwiseWholeRowBytes;
+  p.whole_rows = OperandBytes(g, element_size) > kDepthwiseWholeRowBytes;
   p.block_units = p.whole_rows ? 1 : blocks;
   p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows, CeilDiv(kMinUnits, p.block_units)));
   p.units = p.slices * p.block_units;
@@ -294,8 +297,8 @@ inline FilterPlan PlanDepthwiseFilter(const ConvGeometry& g, int64_t element_siz
 // rows and walks every tap of each row, and for each tap its channel blocks (see
 // PlanDepthwiseFilter).
 template <typename T>
-void FilterDepthwiseNhwc(const ConvGeometry& g, const FilterPlan& plan, const T* x, const T* dy,
-                         float* acc, const ParallelFor& parallel_for) {
+void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan, const T* x,
+                         const T* dy, float* acc, const ParallelFor& parallel_for) {
   constexpr int kind = KindOf<T>();
   const int64_t C = g.in_depth, taps = g.filter_rows * g.filter_cols;
   const std::vector<DepthwiseBlock> blocks = DepthwiseBlocks(C);

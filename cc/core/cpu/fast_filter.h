@@ -40,9 +40,6 @@ inline void ReadRange(int64_t out_size, int64_t in_size, int64_t stride, int64_t
 struct FilterPlan {
   int64_t slices = 1, merged_cols = 1, ci_chunk = 0, k_chunk = 0, ci_chunks = 0, k_chunks = 0;
   int64_t units = 0;
-  // Depthwise: units per slice (one per channel block, or one for whole rows).
-  int64_t block_units = 1;
-  bool whole_rows = false;
 };
 
 // A filter-gradient slice's rows of x and dy should fit in this much L2 cache: every unit of
@@ -50,6 +47,12 @@ struct FilterPlan {
 inline constexpr double kFilterSliceBytes = 1 << 20;
 // The slices' float accumulators together stay under this (or one slice's).
 inline constexpr int64_t kFilterAccBytes = int64_t{8} << 20;
+
+// Bytes of x and dy together: what a filter-gradient pass reads.
+inline double OperandBytes(const ConvGeometry& g, int64_t element_size) {
+  return static_cast<double>(element_size) *
+         (g.input_elements() + static_cast<double>(g.output_elements()));
+}
 
 inline FilterPlan PlanFilter(const ConvGeometry& g, int mr, int nb, int64_t element_size) {
   FilterPlan p;
@@ -72,8 +75,7 @@ inline FilterPlan PlanFilter(const ConvGeometry& g, int mr, int nb, int64_t elem
   // would stream all of x and dy from memory.
   const int64_t base = g.filter_rows * (g.filter_cols / p.merged_cols) * g.groups *
                        p.ci_chunks * p.k_chunks;
-  const double bytes = static_cast<double>(element_size) *
-                       (g.input_elements() + static_cast<double>(g.output_elements()));
+  const double bytes = OperandBytes(g, element_size);
   const int64_t cached = std::min(static_cast<int64_t>(std::ceil(bytes / kFilterSliceBytes)),
                                   std::max<int64_t>(1, kFilterAccBytes / (4 * g.filter_elements())));
   p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows,
