@@ -119,11 +119,18 @@ __device__ __forceinline__ Tap TapOf(const Sizes& s, int64_t i) {
   return {kh, kw, ci};
 }
 
-// The pixel after p, in the order of PixelOf.
+// The pixel after p, in the order of PixelOf, and the filter entry after t, in TapOf's.
 __device__ __forceinline__ void Advance(const Sizes& s, Pixel* p) {
   if (++p->ow == s.out_cols) {
     p->ow = 0;
     if (++p->oh == s.out_rows) p->oh = 0, ++p->n;
+  }
+}
+
+__device__ __forceinline__ void Advance(const Sizes& s, Tap* t) {
+  if (++t->ci == s.fi) {
+    t->ci = 0;
+    if (++t->kw == s.filter_cols) t->kw = 0, ++t->kh;
   }
 }
 
@@ -149,10 +156,14 @@ struct ForwardProblem {
   int64_t M, N, R;
   __device__ int64_t RBegin(int64_t) const { return 0; }
   __device__ int64_t REnd(int64_t) const { return R; }
+  // x through tap t at pixel p, in group grp: a factor of one product.
+  __device__ Acc X(int64_t grp, const Tap& t, const Pixel& p) const {
+    return InputAt(x, s, xs, p, t, grp * s.fi + t.ci);
+  }
   __device__ Acc A(int64_t grp, int64_t m, int64_t r) const {
     const Pixel p = PixelOf(s, m);
     const Tap t = TapOf(s, r);
-    return InputAt(x, s, xs, p, t, grp * s.fi + t.ci);
+    return X(grp, t, p);
   }
   __device__ Acc B(int64_t grp, int64_t r, int64_t col) const {
     return Elem<T>::Load(w[r * s.k + grp * s.kg + col]);
@@ -202,18 +213,44 @@ struct InputProblem {
   int64_t M, N, R;
   __device__ int64_t RBegin(int64_t) const { return 0; }
   __device__ int64_t REnd(int64_t) const { return R; }
-  __device__ Acc A(int64_t grp, int64_t m, int64_t r) const {
+  // Class member m: image n, row i, column j of the class. Reduction index r: the class's
+  // row tap a, column tap b, output-gradient channel k (k fastest), and the one after it.
+  struct Member {
+    int64_t n, i, j;
+  };
+  struct Term {
+    int64_t a, b, k;
+  };
+  __device__ Member MemberOf(int64_t m) const {
     const int64_t j = m % cols, i = m / cols % rows, n = m / (cols * rows);
+    return {n, i, j};
+  }
+  __device__ Term TermOf(int64_t r) const {
     const int64_t k = r % s.kg, b = r / s.kg % tw.count, a = r / (s.kg * tw.count);
-    const int64_t oh = th.base - a * th.delta + i, ow = tw.base - b * tw.delta + j;
+    return {a, b, k};
+  }
+  __device__ void Advance(Term* t) const {
+    if (++t->k == s.kg) {
+      t->k = 0;
+      if (++t->b == tw.count) t->b = 0, ++t->a;
+    }
+  }
+  // The two factors of one product of group grp: dy, and the filter entry for column col.
+  __device__ Acc Dy(int64_t grp, const Member& e, const Term& t) const {
+    const int64_t oh = th.base - t.a * th.delta + e.i, ow = tw.base - t.b * tw.delta + e.j;
     if (oh < 0 || oh >= s.out_rows || ow < 0 || ow >= s.out_cols) return Acc(0);
-    return Elem<T>::Load(dy[n * dys.n + oh * dys.h + ow * dys.w + (grp * s.kg + k) * dys.c]);
+    return Elem<T>::Load(dy[e.n * dys.n + oh * dys.h + ow * dys.w + (grp * s.kg + t.k) * dys.c]);
   }
-  __device__ Acc B(int64_t grp, int64_t r, int64_t col) const {
-    const int64_t k = r % s.kg, b = r / s.kg % tw.count, a = r / (s.kg * tw.count);
-    const int64_t kh = th.first + a * th.step, kw = tw.first + b * tw.step;
-    return Elem<T>::Load(w[((kh * s.filter_cols + kw) * s.fi + col) * s.k + grp * s.kg + k]);
+  __device__ Acc W(int64_t grp, const Term& t, int64_t col) const {
+    const int64_t kh = th.first + t.a * th.step, kw = tw.first + t.b * tw.step;
+    return Elem<T>::Load(w[((kh * s.filter_cols + kw) * s.fi + col) * s.k + grp * s.kg + t.k]);
   }
+  __device__ Acc A(int64_t grp, int64_t m, int64_t r) const {
+    const Member e = MemberOf(m);
+    const Term t = TermOf(r);
+    return Dy(grp, e, t);
+  }
+  __device__ Acc B(int64_t grp, int64_t r, int64_t col) const { return W(grp, TermOf(r), col); }
   __device__ void Store(int64_t grp, int64_t m, int64_t col, Acc v) const {
     const int64_t j = m % cols, i = m / cols % rows, n = m / (cols * rows);
     const int64_t ih = class_rows + i * s.stride_rows, iw = class_cols + j * s.stride_cols;
@@ -313,17 +350,28 @@ __global__ void __launch_bounds__(Tiling::kThreads) GemmKernel(Problem p, int64_
   }
 }
 
-// Output (z, m, col) of `p`: the sum over r in order, as a GEMM thread sums it.
-template <typename Problem>
-__device__ typename Problem::Acc DirectSum(const Problem& p, int64_t z, int64_t m, int64_t col) {
-  typename Problem::Acc acc(0);
-  const int64_t r_end = p.REnd(z);
-  for (int64_t r = p.RBegin(z); r < r_end; ++r) acc += p.A(z, m, r) * p.B(z, r, col);
+// Output (z, m, col) of a problem: the sum, in order over r from RBegin(z) to REnd(z), of
+// A(z, m, r) * B(z, r, col), as a GEMM thread sums it. Each problem's overload steps the
+// parts of r along (the filter entry forward, the taps and channel backprop input, the pixel
+// for the filter gradient) instead of dividing them out of r at every step.
+template <typename T>
+__device__ typename Elem<T>::Acc DirectSum(const ForwardProblem<T>& p, int64_t grp, int64_t m, int64_t col) {
+  const Pixel px = PixelOf(p.s, m);
+  Tap t = {0, 0, 0};
+  typename Elem<T>::Acc acc(0);
+  for (int64_t r = 0; r < p.R; ++r, Advance(p.s, &t)) acc += p.X(grp, t, px) * p.B(grp, r, col);
   return acc;
 }
 
-// The filter gradient's: the same sum, the pixel of r stepped along instead of divided out
-// of r at every step.
+template <typename T>
+__device__ typename Elem<T>::Acc DirectSum(const InputProblem<T>& p, int64_t grp, int64_t m, int64_t col) {
+  const typename InputProblem<T>::Member e = p.MemberOf(m);
+  typename InputProblem<T>::Term t = {0, 0, 0};
+  typename Elem<T>::Acc acc(0);
+  for (int64_t r = 0; r < p.R; ++r, p.Advance(&t)) acc += p.Dy(grp, e, t) * p.W(grp, t, col);
+  return acc;
+}
+
 template <typename T>
 __device__ typename Elem<T>::Acc DirectSum(const FilterProblem<T>& p, int64_t z, int64_t m, int64_t col) {
   const int64_t grp = z % p.groups;
