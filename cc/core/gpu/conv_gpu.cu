@@ -252,9 +252,9 @@ struct InputProblem {
   }
   __device__ Acc B(int64_t grp, int64_t r, int64_t col) const { return W(grp, TermOf(r), col); }
   __device__ void Store(int64_t grp, int64_t m, int64_t col, Acc v) const {
-    const int64_t j = m % cols, i = m / cols % rows, n = m / (cols * rows);
-    const int64_t ih = class_rows + i * s.stride_rows, iw = class_cols + j * s.stride_cols;
-    dx[n * dxs.n + ih * dxs.h + iw * dxs.w + (grp * s.fi + col) * dxs.c] = Elem<T>::Store(v);
+    const Member e = MemberOf(m);
+    const int64_t ih = class_rows + e.i * s.stride_rows, iw = class_cols + e.j * s.stride_cols;
+    dx[e.n * dxs.n + ih * dxs.h + iw * dxs.w + (grp * s.fi + col) * dxs.c] = Elem<T>::Store(v);
   }
 };
 
