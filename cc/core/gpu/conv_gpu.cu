@@ -134,11 +134,12 @@ __device__ __forceinline__ void Advance(const Sizes& s, Tap* t) {
   }
 }
 
-// The input value tap t of output pixel p reads in channel c, or zero in the padding: what
-// the forward and filter-gradient problems multiply.
+// The input value tap t of output pixel p reads in group grp's channel t.ci, or zero in the
+// padding: the factor of x that the forward and filter-gradient problems multiply.
 template <typename T>
 __device__ __forceinline__ typename Elem<T>::Acc InputAt(const T* x, const Sizes& s, const Strides& xs,
-                                                         const Pixel& p, const Tap& t, int64_t c) {
+                                                         const Pixel& p, const Tap& t, int64_t grp) {
+  const int64_t c = grp * s.fi + t.ci;
   const int64_t ih = p.oh * s.stride_rows - s.pad_top + t.kh * s.dilation_rows;
   const int64_t iw = p.ow * s.stride_cols - s.pad_left + t.kw * s.dilation_cols;
   if (ih < 0 || ih >= s.in_rows || iw < 0 || iw >= s.in_cols) return typename Elem<T>::Acc(0);
@@ -156,14 +157,10 @@ struct ForwardProblem {
   int64_t M, N, R;
   __device__ int64_t RBegin(int64_t) const { return 0; }
   __device__ int64_t REnd(int64_t) const { return R; }
-  // x through tap t at pixel p, in group grp: a factor of one product.
-  __device__ Acc X(int64_t grp, const Tap& t, const Pixel& p) const {
-    return InputAt(x, s, xs, p, t, grp * s.fi + t.ci);
-  }
   __device__ Acc A(int64_t grp, int64_t m, int64_t r) const {
     const Pixel p = PixelOf(s, m);
     const Tap t = TapOf(s, r);
-    return X(grp, t, p);
+    return InputAt(x, s, xs, p, t, grp);
   }
   __device__ Acc B(int64_t grp, int64_t r, int64_t col) const {
     return Elem<T>::Load(w[r * s.k + grp * s.kg + col]);
@@ -277,17 +274,14 @@ struct FilterProblem {
     const int64_t end = (z / groups + 1) * slice_len;
     return end < R ? end : R;
   }
-  // The two factors of one product of group grp: x through tap t at pixel p, and dy at p.
-  __device__ Acc X(int64_t grp, const Tap& t, const Pixel& p) const {
-    return InputAt(x, s, xs, p, t, grp * s.fi + t.ci);
-  }
+  // dy at pixel p for column col of group grp: the factor that multiplies InputAt's.
   __device__ Acc Dy(int64_t grp, int64_t col, const Pixel& p) const {
     return Elem<T>::Load(dy[p.n * dys.n + p.oh * dys.h + p.ow * dys.w + (grp * s.kg + col) * dys.c]);
   }
   __device__ Acc A(int64_t z, int64_t m, int64_t r) const {
     const int64_t grp = z % groups;
     const Tap t = TapOf(s, m);
-    return X(grp, t, PixelOf(s, r));
+    return InputAt(x, s, xs, PixelOf(s, r), t, grp);
   }
   __device__ Acc B(int64_t z, int64_t r, int64_t col) const {
     const int64_t grp = z % groups;
@@ -359,7 +353,9 @@ __device__ typename Elem<T>::Acc DirectSum(const ForwardProblem<T>& p, int64_t g
   const Pixel px = PixelOf(p.s, m);
   Tap t = {0, 0, 0};
   typename Elem<T>::Acc acc(0);
-  for (int64_t r = 0; r < p.R; ++r, Advance(p.s, &t)) acc += p.X(grp, t, px) * p.B(grp, r, col);
+  for (int64_t r = 0; r < p.R; ++r, Advance(p.s, &t)) {
+    acc += InputAt(p.x, p.s, p.xs, px, t, grp) * p.B(grp, r, col);
+  }
   return acc;
 }
 
@@ -379,7 +375,9 @@ __device__ typename Elem<T>::Acc DirectSum(const FilterProblem<T>& p, int64_t z,
   const int64_t r_begin = p.RBegin(z), r_end = p.REnd(z);
   Pixel px = PixelOf(p.s, r_begin);
   typename Elem<T>::Acc acc(0);
-  for (int64_t r = r_begin; r < r_end; ++r, Advance(p.s, &px)) acc += p.X(grp, t, px) * p.Dy(grp, col, px);
+  for (int64_t r = r_begin; r < r_end; ++r, Advance(p.s, &px)) {
+    acc += InputAt(p.x, p.s, p.xs, px, t, grp) * p.Dy(grp, col, px);
+  }
   return acc;
 }
 
