@@ -1,10 +1,8 @@
 // The emulated parity sweep of the CUDA kernels (cc/core/gpu/conv_gpu.cu, compiled by the host
 // compiler with -DTF_OPS_CUDA_EMU): every direction, every element type, over the feature
-// matrix (layouts, unequal strides, dilations, every padding, groups, depth multipliers,
-// classes no filter tap reaches, several tiles in each GEMM dimension, filter-gradient slices,
-// empty operands), each run in both kernels (the tiled GEMM and the direct kernel, forced, so
-// that each is proven on every geometry whichever the geometry would choose) and under three
-// scheduling seeds:
+// matrix (the geometries of sweep_geometries.inc), each run in both kernels (the tiled GEMM and
+// the direct kernel, forced, so that each is proven on every geometry whichever the geometry
+// would choose) and under three scheduling seeds:
 //   - bitwise the same result under every seed, and no emulator report;
 //   - floating types against the direct loops in float64 with the bound of the CPU sweep,
 //     |gpu - exact| <= (2 n u_acc + u) sum |products| (+ 2**-25 for float16), and against the
@@ -38,37 +36,20 @@ struct Spec {
   ConvAttrs attrs;
 };
 
-ConvAttrs Attrs(int64_t sh, int64_t sw, int64_t dh, int64_t dw, Padding padding, int64_t pt = 0,
-                int64_t pb = 0, int64_t pl = 0, int64_t pr = 0) {
-  ConvAttrs a;
-  a.stride_rows = sh, a.stride_cols = sw, a.dilation_rows = dh, a.dilation_cols = dw;
-  a.padding = padding, a.pad_top = pt, a.pad_bottom = pb, a.pad_left = pl, a.pad_right = pr;
-  return a;
-}
-
 std::vector<Spec> Specs() {
-  const Layout nhwc = Layout::kNHWC, nchw = Layout::kNCHW;
-  const ConvAttrs same = Attrs(1, 1, 1, 1, Padding::kSame);
-  std::vector<Spec> specs = {
-      {"3x3 SAME", nhwc, 2, 5, 6, 3, 3, 3, 3, 4, same},
-      {"3x3 SAME, NCHW", nchw, 2, 5, 6, 3, 3, 3, 3, 4, same},
-      {"strides (2, 3), dilations (1, 2), VALID", nhwc, 2, 7, 9, 4, 2, 3, 4, 5, Attrs(2, 3, 1, 2, Padding::kValid)},
-      {"explicit pads, strides (2, 1), dilations (2, 1), NCHW", nchw, 1, 6, 7, 2, 3, 2, 2, 3,
-       Attrs(2, 1, 2, 1, Padding::kExplicit, 1, 2, 0, 3)},
-      {"2 groups, stride 2", nhwc, 2, 6, 5, 4, 3, 3, 2, 6, Attrs(2, 2, 1, 1, Padding::kSame)},
-      {"3 groups, dilation 2, NCHW", nchw, 1, 7, 6, 6, 3, 2, 2, 3, Attrs(1, 1, 2, 2, Padding::kSame)},
-      {"depthwise, stride 2, dilation 2", nhwc, 2, 7, 8, 5, 3, 3, 1, 5, Attrs(2, 2, 2, 2, Padding::kSame)},
-      {"depth multiplier 3, NCHW", nchw, 1, 5, 6, 3, 3, 3, 1, 9, Attrs(1, 2, 1, 1, Padding::kValid)},
-      {"1x1, stride 3: classes no tap reaches", nhwc, 2, 7, 7, 3, 1, 1, 3, 2, Attrs(3, 3, 1, 1, Padding::kValid)},
-      {"4x4, dilation 3, stride 2 on a 5x5 input", nhwc, 1, 5, 5, 2, 4, 4, 2, 3, Attrs(2, 2, 3, 3, Padding::kSame)},
-      {"70 output channels, 81 pixels: two tiles in M and N", nhwc, 1, 9, 9, 3, 3, 3, 3, 70, same},
-      {"70 input channels: two column tiles of backprop input", nchw, 1, 5, 5, 70, 3, 3, 70, 3, same},
-      {"2 x 32 x 33 pixels: filter-gradient slices", nhwc, 2, 32, 33, 2, 3, 3, 2, 3, same},
-      {"batch 0", nhwc, 0, 5, 5, 2, 3, 3, 2, 3, same},
-      {"no input channels", nhwc, 1, 4, 4, 0, 3, 3, 1, 2, same},
-      {"no output channels", nchw, 1, 4, 4, 2, 3, 3, 2, 0, same},
+  const auto attrs = [](int64_t sh, int64_t sw, int64_t dh, int64_t dw, Padding padding, int64_t pt, int64_t pb,
+                        int64_t pl, int64_t pr) {
+    ConvAttrs a;
+    a.stride_rows = sh, a.stride_cols = sw, a.dilation_rows = dh, a.dilation_cols = dw;
+    a.padding = padding, a.pad_top = pt, a.pad_bottom = pb, a.pad_left = pl, a.pad_right = pr;
+    return a;
   };
-  return specs;
+  return {
+#define SPEC(what, layout, n, h, w, c, kh, kw, fi, ko, sh, sw, dh, dw, padding, pt, pb, pl, pr) \
+  {what, Layout::k##layout, n, h, w, c, kh, kw, fi, ko, attrs(sh, sw, dh, dw, Padding::k##padding, pt, pb, pl, pr)},
+#include "sweep_geometries.inc"
+#undef SPEC
+  };
 }
 
 template <typename T>
@@ -107,9 +88,7 @@ struct Info<int32_t> {
 int64_t failures = 0, runs = 0, reports = 0;
 int seeds = 3;
 
-gpu::Kernel kernel = gpu::Kernel::kGemm;  // the kernel the runs force
-
-void Fail(const Spec& s, const char* direction, const char* type, const std::string& what) {
+void Fail(const Spec& s, gpu::Kernel kernel, const char* direction, const char* type, const std::string& what) {
   if (++failures <= 30) {
     std::printf("FAIL %s %s, %s kernel [%s]: %s\n", direction, type, kernel == gpu::Kernel::kGemm ? "GEMM" : "direct",
                 s.what, what.c_str());
@@ -119,7 +98,7 @@ void Fail(const Spec& s, const char* direction, const char* type, const std::str
 enum Direction { kForward, kInput, kFilter };
 
 template <typename T>
-void Run(const Spec& s, const ConvGeometry& g, Direction dir, uint64_t seed) {
+void Run(const Spec& s, const ConvGeometry& g, gpu::Kernel kernel, Direction dir, uint64_t seed) {
   const char* names[] = {"forward", "backprop input", "backprop filter"};
   const char* direction = names[dir];
   std::mt19937_64 rng(seed);
@@ -160,15 +139,16 @@ void Run(const Spec& s, const ConvGeometry& g, Direction dir, uint64_t seed) {
       err = gpu::ConvBackpropFilter(Info<T>::dtype, g, s.layout, x.data(), dy.data(), out.data(), nullptr, workspace,
                                     kernel);
     }
-    if (!err.empty()) return Fail(s, direction, Info<T>::name, err);
+    if (!err.empty()) return Fail(s, kernel, direction, Info<T>::name, err);
     for (const std::string& r : tf_ops_emu::Reports()) {
       ++reports;
-      Fail(s, direction, Info<T>::name, "emulator: " + r);
+      Fail(s, kernel, direction, Info<T>::name, "emulator: " + r);
     }
     if (sd == 1) {
       first = out;
     } else if (size > 0 && std::memcmp(first.data(), out.data(), size * sizeof(T)) != 0) {
-      return Fail(s, direction, Info<T>::name, "results differ between scheduling seeds 1 and " + std::to_string(sd));
+      return Fail(s, kernel, direction, Info<T>::name,
+                  "results differ between scheduling seeds 1 and " + std::to_string(sd));
     }
   }
   // The CPU kernels' result.
@@ -178,7 +158,7 @@ void Run(const Spec& s, const ConvGeometry& g, Direction dir, uint64_t seed) {
   if (dir == kFilter) cpu::ConvBackpropFilter<T>(g, s.layout, x.data(), dy.data(), cpu_out.data(), cpu::SerialFor);
   if constexpr (std::is_same_v<T, int32_t>) {
     if (size > 0 && std::memcmp(first.data(), cpu_out.data(), size * sizeof(T)) != 0) {
-      Fail(s, direction, Info<T>::name, "differs from the CPU kernels");
+      Fail(s, kernel, direction, Info<T>::name, "differs from the CPU kernels");
     }
   } else {
     const auto exact = [](const std::vector<T>& v, bool absolute) {
@@ -208,7 +188,7 @@ void Run(const Spec& s, const ConvGeometry& g, Direction dir, uint64_t seed) {
         char buf[256];
         std::snprintf(buf, sizeof(buf), "element %" PRId64 ": gpu %.9g, exact %.9g, cpu %.9g, bound %.3g", i, got,
                       ref[i], cpu_value, bound);
-        return Fail(s, direction, Info<T>::name, buf);
+        return Fail(s, kernel, direction, Info<T>::name, buf);
       }
     }
   }
@@ -242,14 +222,13 @@ int Main(int argc, char** argv) {
     }
     ++cases;
     const uint64_t seed = 1000 + index + 1;
-    for (gpu::Kernel forced : {gpu::Kernel::kGemm, gpu::Kernel::kDirect}) {
-      kernel = forced;
+    for (gpu::Kernel kernel : {gpu::Kernel::kGemm, gpu::Kernel::kDirect}) {
       for (Direction dir : {kForward, kInput, kFilter}) {
-        Run<Eigen::half>(s, g, dir, seed);
-        Run<Eigen::bfloat16>(s, g, dir, seed);
-        Run<float>(s, g, dir, seed);
-        Run<double>(s, g, dir, seed);
-        if (dir != kFilter) Run<int32_t>(s, g, dir, seed);  // int32 is declared for these two only
+        Run<Eigen::half>(s, g, kernel, dir, seed);
+        Run<Eigen::bfloat16>(s, g, kernel, dir, seed);
+        Run<float>(s, g, kernel, dir, seed);
+        Run<double>(s, g, kernel, dir, seed);
+        if (dir != kFilter) Run<int32_t>(s, g, kernel, dir, seed);  // int32 is declared for these two only
       }
     }
   }

@@ -176,27 +176,34 @@ def check(lib, direction, dtype, case, rng, with_torch=True):
     return checked, vs_torch
 
 
+def sweep_geometries():
+    """The geometries of the emulated sweep, read from tests/cuda_emu/sweep_geometries.inc (one
+    SPEC(what, layout, n, h, w, c, kh, kw, fi, k, strides, dilations, padding, pads) a line),
+    but for those without input channels: the float64 reference has no group to put such a
+    filter in."""
+    out = []
+    for line in (ROOT / "tests" / "cuda_emu" / "sweep_geometries.inc").read_text().splitlines():
+        if line.startswith("SPEC("):
+            fields = [f.strip() for f in line[line.rindex('"') + 2:line.rindex(")")].split(",")]
+            fmt, sizes, attrs, padding, pads = fields[0], fields[1:9], fields[9:13], fields[13], fields[14:]
+            sh, sw, dh, dw = map(int, attrs)
+            if int(sizes[3]) == 0:
+                continue
+            out.append(Case(fmt, *map(int, sizes), (sh, sw), (dh, dw), padding.upper(), tuple(map(int, pads))))
+    return out
+
+
 def cases(small):
-    """The parity matrix: a few hand-picked layers, then the geometries of the emulated sweep
-    (tests/cuda_emu/gpu_sweep.cc) that the float64 reference expresses, so that every dispatch
-    decision proven under the emulator runs on the hardware too. The sanitizers' sweep (small)
-    leaves out the larger hand-picked layers."""
+    """The parity matrix: a few hand-picked layers, then the geometries of the emulated sweep, so
+    that every dispatch decision proven under the emulator runs on the hardware too. The
+    sanitizers' sweep (small) leaves out the larger hand-picked layers."""
     picked = [Case("NHWC", 2, 9, 10, 6, 3, 3, 6, 8), Case("NCHW", 2, 9, 10, 6, 3, 3, 6, 8),
               Case("NHWC", 2, 11, 13, 4, 2, 3, 4, 5, (2, 3), (1, 2), "VALID")]
     larger = [Case("NCHW", 1, 10, 9, 4, 3, 2, 2, 6, (2, 1), (2, 1), "EXPLICIT", (1, 2, 0, 3)),
               Case("NHWC", 2, 12, 12, 12, 3, 3, 1, 12, (2, 2), (2, 2)),
               Case("NHWC", 1, 17, 17, 70, 3, 3, 70, 70), Case("NHWC", 2, 40, 40, 3, 7, 7, 3, 16, (2, 2)),
               Case("NHWC", 2, 33, 34, 8, 3, 3, 8, 8)]
-    # Groups, depth multipliers, classes no tap reaches, a filter larger than its dilated input,
-    # two tiles in each GEMM dimension, filter-gradient slices, empty operands.
-    emulated = [Case("NHWC", 2, 6, 5, 4, 3, 3, 2, 6, (2, 2)), Case("NCHW", 1, 7, 6, 6, 3, 2, 2, 3, (1, 1), (2, 2)),
-                Case("NHWC", 2, 7, 8, 5, 3, 3, 1, 5, (2, 2), (2, 2)),
-                Case("NCHW", 1, 5, 6, 3, 3, 3, 1, 9, (1, 2), (1, 1), "VALID"),
-                Case("NHWC", 2, 7, 7, 3, 1, 1, 3, 2, (3, 3), (1, 1), "VALID"),
-                Case("NHWC", 1, 5, 5, 2, 4, 4, 2, 3, (2, 2), (3, 3)), Case("NHWC", 1, 9, 9, 3, 3, 3, 3, 70),
-                Case("NCHW", 1, 5, 5, 70, 3, 3, 70, 3), Case("NHWC", 2, 32, 33, 2, 3, 3, 2, 3),
-                Case("NHWC", 0, 5, 5, 2, 3, 3, 2, 3), Case("NCHW", 1, 4, 4, 2, 3, 3, 2, 0)]
-    return picked + (emulated if small else larger + emulated)
+    return picked + (sweep_geometries() if small else larger + sweep_geometries())
 
 
 def parity(lib, small):
