@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "cc/core/cpu/conv_fast.h"
 #include "cc/core/cpu/coverage.h"
@@ -21,9 +22,15 @@ constexpr int kPoints = kAlpha * kAlpha;  // 36 element-wise GEMMs
 constexpr int kOut = 4;                  // output tile: 4 x 4
 
 // Channels a group needs on each side (reduction and columns) for the transforms to cost
-// less than the multiplies they save (at 16, Winograd ran 1.4x faster forward and 1.1x
-// faster for the filter gradient than the direct passes on a 32x32 layer).
+// less than the multiplies they save (at 16, Winograd ran 1.4x faster forward and 1.2x
+// faster for backprop input than the direct passes on a 32x32 layer).
 constexpr int64_t kMinChannels = 16;
+// The float32 filter gradient's direct pass beats Winograd up to this product of in-depth and
+// out-depth per group (batch 32 of 32x32 images, interleaved in one process): 16 -> 16 direct
+// 1.09-1.20x faster, 16 -> 32 and 32 -> 16 0.99-1.15x; past it Winograd, 24 -> 24 1.24x,
+// 16 -> 48 1.11x, 48 -> 16 1.07x, 32 -> 32 1.23x. In bfloat16 and float16, Winograd ran 1.3x
+// and 2.8x faster than the direct pass at 16 -> 16.
+constexpr int64_t kFilterMaxDirectProduct = 512;
 // Floats of transformed source one work unit holds (36 x tiles x channels): 512 KiB.
 constexpr int64_t kBlockFloats = 128 * 1024;
 // The 36 planes of transformed data (one per point of the 6 x 6 tile) lie their size plus
@@ -232,7 +239,12 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
 template <typename T>
 bool WinogradFilterApplies(const ConvGeometry& g) {
   // The filter gradient's GEMMs have the forward pass's sides: in-depth by out-depth per group.
-  return WinogradApplies<T>(g, /*forward=*/true);
+  if (!WinogradApplies<T>(g, /*forward=*/true)) return false;
+  // Its transforms cost in proportion to in-depth + out-depth per tile, its GEMMs save in
+  // proportion to their product: in float32 the direct pass wins while the product is at most
+  // kFilterMaxDirectProduct (see there). The 16-bit kinds' direct passes are slower.
+  return !std::is_same_v<T, float> ||
+         g.filter_in_depth * g.out_depth_per_group() > kFilterMaxDirectProduct;
 }
 
 namespace {
