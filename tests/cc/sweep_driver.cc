@@ -90,7 +90,8 @@ using Add = std::function<void(Spec)>;
 // multiples), the merged filter columns of backprop input (filter in-depth <= 8) and of the
 // filter gradient (in-depth < 2 tile rows), the banded test (reduction x width <= 1024):
 // every in-depth and out-depth 1..72 and a few wider ones, one group, through a stride-1
-// SAME geometry (banded), a strided one (indirect) and a 1x1 one (pointwise).
+// SAME geometry (banded), a strided one (forward banded where the tile is short, indirect
+// otherwise and for backprop input) and a 1x1 one (pointwise).
 void ChannelSpace(const Add& add) {
   std::vector<int64_t> counts = Range(1, 72);
   for (int64_t c : {80, 96, 100, 127, 128, 129, 160}) counts.push_back(c);
@@ -149,14 +150,17 @@ void ColumnsMergedSpace(const Add& add) {
 }
 
 // Spatial decisions, for each GEMM tile width (channel pairs picking 16, 32 and 64 columns in
-// each direction, and merged filter columns): along the columns, every row length 1..28
+// each direction, and merged filter columns) and, forward, short tiles (banded, at every
+// stride: whole tiles per row, written in place where the column block is whole ({3, 64}),
+// and left-over pixels) and long ones (indirect, {72, 20}):
+// along the columns, every row length 1..28
 // against every filter width 1..5, column stride 1..4, column dilation 1..3 and padding
 // (pixel classes, candidate taps, affine runs of interior tiles and where they end, tiles of
 // no tap); along the rows, every height 1..30 against filter height, stride, dilation and
 // padding (band heights and the rows each reads), at batch 1 and 17 (band splits); 1x1
 // filters at stride 1 over every pixel count 1..40 of a batch of 1..3 (one affine run).
 void SpatialSpace(const Add& add) {
-  const int64_t channels[][2] = {{2, 3}, {12, 17}, {5, 50}, {50, 4}};
+  const int64_t channels[][2] = {{2, 3}, {12, 17}, {5, 50}, {50, 4}, {72, 20}, {3, 64}};
   for (const auto& ch : channels) {
     for (int64_t kw : Range(1, 5)) {
       for (int64_t sw : Range(1, 4)) {
@@ -789,7 +793,8 @@ int Main(int argc, char** argv) {
       const uint64_t n = PathCount(path);
       const bool expected = (pairs || (path != Path::kGemmBf16Pairs && path != Path::kFilterPairs)) &&
                             (rows || path != Path::kDepthwiseRowKernel) &&
-                            (narrowed || path != Path::kIndirectNarrowed);
+                            (narrowed || (path != Path::kIndirectNarrowed &&
+                                          path != Path::kBandedRowsNarrowed));
       std::printf("  path %-70s %llu%s\n", PathName(path), (unsigned long long)n,
                   expected ? "" : " (not in this instruction set's table)");
       if (n == 0 && expected) ++unreached, std::printf("UNREACHED path: %s\n", PathName(path));

@@ -140,14 +140,15 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   const bool pointwise = g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 &&
                          g.stride_cols == 1 && g.pad_top == 0 && g.pad_bottom == 0 &&
                          g.pad_left == 0 && g.pad_right == 0;
-  // Stride 1 with short tiles (few reduction channels times columns), where the indirect
-  // pass would spend about as long setting up the pixels that are not affine as computing
-  // them: banded (see RunBanded), its filter slots along the source columns (backprop
-  // input's column taps read leftwards), and with few enough channels for a single reduction
-  // chunk, one group and no column dilation, the taps of a filter row merged. Longer tiles
-  // stay indirect, which writes float results in place.
-  const bool banded = !pointwise && g.stride_rows == 1 && g.stride_cols == 1 &&
-                      src_group * nb <= kBandedTile;
+  // Short tiles (few reduction channels times columns), forward or at stride 1, where the
+  // indirect pass would spend about as long setting up the pixels that are not affine as
+  // computing them: banded (see RunBanded), its filter slots along the source columns
+  // (backprop input's column taps read leftwards), and with few enough channels for a single
+  // reduction chunk, one group and no column dilation, the taps of a filter row merged.
+  // Longer tiles, and strided backprop input, stay indirect, which writes float results in
+  // place.
+  const bool banded = !pointwise && src_group * nb <= kBandedTile &&
+                      (forward || (g.stride_rows == 1 && g.stride_cols == 1));
   const bool reversed = banded && !forward;
   const bool merge = banded && G == 1 && g.dilation_cols == 1 && rows == src_group &&
                      taps * rows * row_floats <= kPanelFloats;
@@ -236,7 +237,8 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
                  : (merge ? Path::kInputBandedMerged : Path::kInputBanded));
     return RunBanded(g.batch, dh, dw, g.filter_cols, reversed, merge, gk.mr, nb, src,
                      src_channels, dst, dst_channels, G * blocks, src_group,
-                     std::min(chunk, src_group), column, affine, parallel_for);
+                     std::min(chunk, src_group), column, affine, indirect, narrow,
+                     parallel_for);
   }
   if (pointwise) {
     Note(forward ? Path::kForwardPointwise : Path::kInputPointwise);

@@ -45,6 +45,10 @@ namespace cpu {
   X(kIndirectChunks, "indirect/several reduction chunks")                                     \
   X(kBandedChunks, "banded/several reduction chunks")                                         \
   X(kBandedSplit, "banded/bands narrowed for enough work units")                              \
+  X(kBandedRowRuns, "banded/strided: an affine run of whole tiles per computed row")          \
+  X(kBandedRowRests, "banded/strided: rows' left-over pixels through the indirect kernel")    \
+  X(kBandedRowsInPlace, "banded/strided: float rows written in place")                        \
+  X(kBandedRowsNarrowed, "banded/strided: 16-bit rows rounded by the micro-kernel, in place") \
   X(kDepthwiseRowKernel, "depthwise/row kernels")                                             \
   X(kDepthwiseAffine, "depthwise/affine kernels")                                             \
   X(kDepthwiseGroups, "depthwise/several pixel groups in a row")                              \
