@@ -227,6 +227,22 @@ void ChunkSpace(const Add& add) {
   }
 }
 
+// The band copy's cap (kMaxBandCopy, 2**20 elements): a banded pass copies, per band, every
+// source row and column its taps span. 3x3 filters of dilation 64 over 16 channels span 129
+// rows, so the copy of one band grows by 129 * 16 elements per source column and crosses the
+// cap near 500 columns: rows of 360..520 columns, forward at stride 1 and 2 and backprop
+// input at stride 1 (strided backprop input is never banded), banded below the cap and
+// indirect above it.
+void BandCopySpace(const Add& add) {
+  for (int64_t stride : {1, 2}) {
+    for (int64_t cols = 360; cols <= 520; cols += 8) {
+      add({"band copy", 1, 129 + stride, cols, 16, 3, 3, 16, 16,
+           Attrs(stride, stride, 64, 64, Padding::kValid), Layout::kNHWC,
+           stride == 1 ? kForward | kInput : kForward});
+    }
+  }
+}
+
 // Winograd F(4x4, 3x3) (3x3, stride and dilation 1, at least 16 channels per group on both
 // sides): channel counts on both sides against the 16/32/64-wide column tiles, the GEMM tile
 // heights (the filter gradient's rows) and the 16-channel vectors of the transforms (the
@@ -361,6 +377,7 @@ const std::pair<const char*, void (*)(const Add&)> kSpaces[] = {
     {"channels", ChannelSpace}, {"groups", GroupSpace},     {"columns", ColumnsMergedSpace},
     {"spatial", SpatialSpace},  {"chunks", ChunkSpace},     {"depthwise", DepthwiseSpace},
     {"filter", FilterSpace},    {"nchw", NchwSpace},       {"winograd", WinogradSpace},
+    {"band copy", BandCopySpace},
 };
 
 // ---------------------------------------------------------------------------------------

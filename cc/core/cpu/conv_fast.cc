@@ -145,10 +145,14 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   // computing them: banded (see RunBanded), its filter slots along the source columns
   // (backprop input's column taps read leftwards), and with few enough channels for a single
   // reduction chunk, one group and no column dilation, the taps of a filter row merged.
-  // Longer tiles, and strided backprop input, stay indirect, which writes float results in
-  // place.
-  const bool banded = !pointwise && src_group * nb <= kBandedTile &&
-                      (forward || (g.stride_rows == 1 && g.stride_cols == 1));
+  // Longer tiles, strided backprop input, and passes whose band copy would exceed
+  // kMaxBandCopy stay indirect, which writes float results in place.
+  bool banded = !pointwise && src_group * nb <= kBandedTile &&
+                (forward || (g.stride_rows == 1 && g.stride_cols == 1));
+  if (banded && !BandCopyFits(PlanBands(g.batch, dh, dw, G * blocks, gk.mr), src_channels)) {
+    Note(Path::kBandCopyTooLarge);
+    banded = false;
+  }
   const bool reversed = banded && !forward;
   const bool merge = banded && G == 1 && g.dilation_cols == 1 && rows == src_group &&
                      taps * rows * row_floats <= kPanelFloats;

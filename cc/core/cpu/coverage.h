@@ -45,6 +45,7 @@ namespace cpu {
   X(kIndirectChunks, "indirect/several reduction chunks")                                     \
   X(kBandedChunks, "banded/several reduction chunks")                                         \
   X(kBandedSplit, "banded/bands narrowed for enough work units")                              \
+  X(kBandCopyTooLarge, "banded/band copy past its cap: indirect instead")                     \
   X(kBandedRowRuns, "banded/strided: an affine run of whole tiles per computed row")          \
   X(kBandedRowRests, "banded/strided: rows' left-over pixels through the indirect kernel")    \
   X(kBandedRowsInPlace, "banded/strided: float rows written in place")                        \

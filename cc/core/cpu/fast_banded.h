@@ -37,6 +37,73 @@ inline int64_t FilterSlot(int64_t t, int64_t filter_cols, bool reversed) {
   return reversed ? t - tw + filter_cols - 1 - tw : t;
 }
 
+// Source elements a banded pass's per-thread copy may hold at most (4 MiB of floats). Past
+// it (dilations or strides that spread the taps far apart over long rows), the pass runs
+// indirect, which reads only the pixels the taps reach.
+inline constexpr int64_t kMaxBandCopy = int64_t{1} << 20;
+
+// The bands of a banded pass (see RunBanded) and the copy each needs.
+struct BandPlan {
+  std::vector<int64_t> taps_h, base_h, taps_w, base_w;  // candidate taps of class 0
+  int64_t low_h = 0, low_w = 0;    // the lowest source row and column offsets a tap reads
+  int64_t span_h = 0, span_w = 0;  // source rows and columns the taps of one pixel span
+  int64_t step_h = 1, step_w = 1;  // source pixels per computed pixel
+  bool strided = false;
+  int64_t pitch = 0;       // pixels per row of a band's copy
+  int64_t row_pixels = 0;  // computed pixels per row of the results
+  int64_t band = 0, bands = 0;
+  bool split = false;      // bands narrowed for enough work units
+  // Strided: whole tiles per row, pixels left over per row, and the tiles of a band's
+  // left-over pixels.
+  int64_t row_tiles = 0, row_rest = 0, max_rest_tiles = 0;
+  int64_t max_tiles = 0;   // tiles of a band
+  int64_t copy_pixels = 0;  // pixels of a band's copy, with what a stride-1 run reads past it
+  double copy_size = 0;     // copy_pixels in double; copy_pixels is set only below 2**62
+};
+
+inline BandPlan PlanBands(int64_t batch, const DimMap& dh, const DimMap& dw,
+                          int64_t column_blocks, int mr) {
+  BandPlan p;
+  dh.Candidates(0, &p.taps_h, &p.base_h);
+  dw.Candidates(0, &p.taps_w, &p.base_w);
+  p.low_h = *std::min_element(p.base_h.begin(), p.base_h.end());
+  p.low_w = *std::min_element(p.base_w.begin(), p.base_w.end());
+  p.span_h = *std::max_element(p.base_h.begin(), p.base_h.end()) - p.low_h + 1;
+  p.span_w = *std::max_element(p.base_w.begin(), p.base_w.end()) - p.low_w + 1;
+  p.step_h = dh.mult(), p.step_w = dw.mult();
+  p.strided = p.step_h > 1 || p.step_w > 1;
+  p.pitch = (dw.size - 1) * p.step_w + p.span_w;
+  // At stride 1 the results keep the copy's pitch; strided, the rows' own length.
+  p.row_pixels = p.strided ? dw.size : p.pitch;
+  // Band height: about kBandPixels computed pixels, fewer rows while that leaves fewer than
+  // kMinUnits units. Fixed by the shape, so the split does not depend on the thread count.
+  p.band = std::min(dh.size, CeilDiv(kBandPixels, p.row_pixels));
+  while (p.band > 1 && batch * CeilDiv(dh.size, p.band) * column_blocks < kMinUnits) {
+    p.split = true;
+    p.band = CeilDiv(p.band, 2);
+  }
+  p.bands = CeilDiv(dh.size, p.band);
+  p.row_tiles = dw.size / mr, p.row_rest = dw.size - p.row_tiles * mr;
+  p.max_rest_tiles = CeilDiv(p.band * p.row_rest, mr);
+  p.max_tiles = p.strided ? p.band * p.row_tiles + p.max_rest_tiles : CeilDiv(p.band * p.pitch, mr);
+  // The copy's rows, and at stride 1 the pixels the band's last tile reads past them; in
+  // double first, as spread-out taps can make the product overflow.
+  const double rows = p.strided ? (p.band - 1.0) * p.step_h + p.span_h : p.span_h - 1.0;
+  const double extra = p.strided ? 0.0 : 1.0 * p.max_tiles * mr + p.span_w - 1.0;
+  p.copy_size = rows * p.pitch + extra;
+  if (p.copy_size < 0x1p62) {
+    p.copy_pixels = p.strided ? ((p.band - 1) * p.step_h + p.span_h) * p.pitch
+                              : p.max_tiles * mr + (p.span_h - 1) * p.pitch + p.span_w - 1;
+  }
+  return p;
+}
+
+// Whether the copy of a banded pass over `channels` source channels stays within
+// kMaxBandCopy elements.
+inline bool BandCopyFits(const BandPlan& p, int64_t channels) {
+  return p.copy_size * channels <= kMaxBandCopy;
+}
+
 // Runs a forward pass, or a stride-1 backprop-input pass, through zero-padded copies of
 // bands of source rows. In the copy every computed pixel reads each tap at a fixed offset
 // from its own position, with no bounds to check; taps that read padding multiply zeros. A
@@ -63,27 +130,16 @@ void RunBanded(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter
                int64_t depth, int64_t chunk, const ColumnFn& column, GemmAffineFn affine,
                GemmIndirectFn indirect, GemmAffineNarrowFn narrow,
                const ParallelFor& parallel_for) {
-  std::vector<int64_t> taps_h, base_h, taps_w, base_w;
-  dh.Candidates(0, &taps_h, &base_h);
-  dw.Candidates(0, &taps_w, &base_w);
-  const int64_t low_h = *std::min_element(base_h.begin(), base_h.end());
-  const int64_t low_w = *std::min_element(base_w.begin(), base_w.end());
-  const int64_t span_h = *std::max_element(base_h.begin(), base_h.end()) - low_h + 1;
-  const int64_t span_w = *std::max_element(base_w.begin(), base_w.end()) - low_w + 1;
-  const int64_t step_h = dh.mult(), step_w = dw.mult();  // source pixels per computed pixel
-  const bool strided = step_h > 1 || step_w > 1;
-  const int64_t pitch = (dw.size - 1) * step_w + span_w;  // pixels per row of a band's copy
-  // Computed pixels per row of the results: the copy's pitch at stride 1, the rows' own
-  // length strided.
-  const int64_t row_pixels = strided ? dw.size : pitch;
-  // Band height: about kBandPixels computed pixels, fewer rows while that leaves fewer than
-  // kMinUnits units. Fixed by the shape, so the split does not depend on the thread count.
-  int64_t band = std::min(dh.size, CeilDiv(kBandPixels, row_pixels));
-  while (band > 1 && batch * CeilDiv(dh.size, band) * column_blocks < kMinUnits) {
-    Note(Path::kBandedSplit);
-    band = CeilDiv(band, 2);
-  }
-  const int64_t bands = CeilDiv(dh.size, band);
+  const BandPlan plan = PlanBands(batch, dh, dw, column_blocks, mr);
+  const std::vector<int64_t>& taps_h = plan.taps_h;
+  const std::vector<int64_t>& base_h = plan.base_h;
+  const std::vector<int64_t>& taps_w = plan.taps_w;
+  const std::vector<int64_t>& base_w = plan.base_w;
+  const int64_t low_h = plan.low_h, low_w = plan.low_w, span_h = plan.span_h;
+  const int64_t step_h = plan.step_h, step_w = plan.step_w, pitch = plan.pitch;
+  const bool strided = plan.strided;
+  const int64_t band = plan.band, bands = plan.bands;
+  if (plan.split) Note(Path::kBandedSplit);
   // Tap t = (a, b): offset from the computed pixel's position in the copy, and filter slot;
   // merged, one tap per filter row, at its leftmost column.
   std::vector<int64_t> tap_offset, tap_slot;
@@ -97,15 +153,10 @@ void RunBanded(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter
   }
   const int64_t taps = static_cast<int64_t>(tap_offset.size());
   if (merge_cols) depth *= filter_cols, chunk = depth;
-  // Strided: whole tiles per row, and the tiles of the band's left-over pixels.
-  const int64_t row_tiles = dw.size / mr, row_rest = dw.size - row_tiles * mr;
-  const int64_t max_rest_tiles = CeilDiv(band * row_rest, mr);
+  const int64_t row_tiles = plan.row_tiles, row_rest = plan.row_rest;
   if (strided && row_tiles > 0) Note(Path::kBandedRowRuns);
   if (strided && row_rest > 0) Note(Path::kBandedRowRests);
-  const int64_t max_tiles = strided ? band * row_tiles + max_rest_tiles : CeilDiv(band * pitch, mr);
-  // The copy's rows, and at stride 1 the pixels the band's last tile reads past them.
-  const int64_t copy_pixels = strided ? ((band - 1) * step_h + span_h) * pitch
-                                      : max_tiles * mr + (span_h - 1) * pitch + span_w - 1;
+  const int64_t max_tiles = plan.max_tiles, copy_pixels = plan.copy_pixels;
   const int64_t chunks = CeilDiv(depth, chunk);
   if (chunks > 1) Note(Path::kBandedChunks);
   NoteKernel(affine);
@@ -115,7 +166,7 @@ void RunBanded(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter
   }
 
   parallel_for(batch * bands * column_blocks,
-               Cost(2.0 * band * row_pixels * nb * depth * taps), [&](int64_t begin, int64_t end) {
+               Cost(2.0 * band * plan.row_pixels * nb * depth * taps), [&](int64_t begin, int64_t end) {
     T* const copy = Scratch<T, 22>(copy_pixels * src_channels);
     // Stride 1: results at cbuf + (row * pitch + col) * nb. Strided: rows of whole tiles at
     // cbuf + row * row_tiles * mr * nb, then the left-over tiles.
