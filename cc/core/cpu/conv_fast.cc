@@ -149,7 +149,9 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   // kMaxBandCopy stay indirect, which writes float results in place.
   bool banded = !pointwise && src_group * nb <= kBandedTile &&
                 (forward || (g.stride_rows == 1 && g.stride_cols == 1));
-  if (banded && !BandCopyFits(PlanBands(g.batch, dh, dw, G * blocks, gk.mr), src_channels)) {
+  BandPlan band_plan;
+  if (banded) band_plan = PlanBands(g.batch, dh, dw, G * blocks, gk.mr);
+  if (banded && !BandCopyFits(band_plan, src_channels)) {
     Note(Path::kBandCopyTooLarge);
     banded = false;
   }
@@ -239,7 +241,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   if (banded) {
     Note(forward ? (merge ? Path::kForwardBandedMerged : Path::kForwardBanded)
                  : (merge ? Path::kInputBandedMerged : Path::kInputBanded));
-    return RunBanded(g.batch, dh, dw, g.filter_cols, reversed, merge, gk.mr, nb, src,
+    return RunBanded(band_plan, g.batch, dh, dw, g.filter_cols, reversed, merge, gk.mr, nb, src,
                      src_channels, dst, dst_channels, G * blocks, src_group,
                      std::min(chunk, src_group), column, affine, indirect, narrow,
                      parallel_for);

@@ -53,12 +53,12 @@ struct BandPlan {
   int64_t row_pixels = 0;  // computed pixels per row of the results
   int64_t band = 0, bands = 0;
   bool split = false;      // bands narrowed for enough work units
-  // Strided: whole tiles per row, pixels left over per row, and the tiles of a band's
-  // left-over pixels.
-  int64_t row_tiles = 0, row_rest = 0, max_rest_tiles = 0;
-  int64_t max_tiles = 0;   // tiles of a band
-  int64_t copy_pixels = 0;  // pixels of a band's copy, with what a stride-1 run reads past it
-  double copy_size = 0;     // copy_pixels in double; copy_pixels is set only below 2**62
+  // Strided: whole tiles per row, and pixels left over per row.
+  int64_t row_tiles = 0, row_rest = 0;
+  int64_t max_tiles = 0;  // tiles of a band, left-over ones included
+  // Pixels of a band's copy, with what a stride-1 run reads past it: in double, as spread-out
+  // taps can make the product overflow; exact for every plan BandCopyFits admits.
+  double copy_pixels = 0;
 };
 
 inline BandPlan PlanBands(int64_t batch, const DimMap& dh, const DimMap& dw,
@@ -84,28 +84,24 @@ inline BandPlan PlanBands(int64_t batch, const DimMap& dh, const DimMap& dw,
   }
   p.bands = CeilDiv(dh.size, p.band);
   p.row_tiles = dw.size / mr, p.row_rest = dw.size - p.row_tiles * mr;
-  p.max_rest_tiles = CeilDiv(p.band * p.row_rest, mr);
-  p.max_tiles = p.strided ? p.band * p.row_tiles + p.max_rest_tiles : CeilDiv(p.band * p.pitch, mr);
-  // The copy's rows, and at stride 1 the pixels the band's last tile reads past them; in
-  // double first, as spread-out taps can make the product overflow.
+  p.max_tiles = p.strided ? p.band * p.row_tiles + CeilDiv(p.band * p.row_rest, mr)
+                          : CeilDiv(p.band * p.pitch, mr);
+  // The copy's rows, and at stride 1 the pixels the band's last tile reads past them.
   const double rows = p.strided ? (p.band - 1.0) * p.step_h + p.span_h : p.span_h - 1.0;
   const double extra = p.strided ? 0.0 : 1.0 * p.max_tiles * mr + p.span_w - 1.0;
-  p.copy_size = rows * p.pitch + extra;
-  if (p.copy_size < 0x1p62) {
-    p.copy_pixels = p.strided ? ((p.band - 1) * p.step_h + p.span_h) * p.pitch
-                              : p.max_tiles * mr + (p.span_h - 1) * p.pitch + p.span_w - 1;
-  }
+  p.copy_pixels = rows * p.pitch + extra;
   return p;
 }
 
 // Whether the copy of a banded pass over `channels` source channels stays within
 // kMaxBandCopy elements.
 inline bool BandCopyFits(const BandPlan& p, int64_t channels) {
-  return p.copy_size * channels <= kMaxBandCopy;
+  return p.copy_pixels * channels <= kMaxBandCopy;
 }
 
 // Runs a forward pass, or a stride-1 backprop-input pass, through zero-padded copies of
-// bands of source rows. In the copy every computed pixel reads each tap at a fixed offset
+// bands of source rows, as `plan` (PlanBands of the same batch, maps, column blocks and mr,
+// within BandCopyFits) lays them out. In the copy every computed pixel reads each tap at a fixed offset
 // from its own position, with no bounds to check; taps that read padding multiply zeros. A
 // work unit is (image, band of computed rows, column block); its copy (all source channels)
 // lives in per-thread scratch, and is kept for the thread's next unit of the same band.
@@ -124,13 +120,13 @@ inline bool BandCopyFits(const BandPlan& p, int64_t channels) {
 // and the packed filter of neighbouring slots likewise: each filter row is then a single tap
 // of filter_cols * depth.
 template <typename T, typename ColumnFn>
-void RunBanded(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols,
+void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimMap& dw,
+               int64_t filter_cols,
                bool reversed_cols, bool merge_cols, int mr, int nb, const T* src,
                int64_t src_channels, T* dst, int64_t dst_channels, int64_t column_blocks,
                int64_t depth, int64_t chunk, const ColumnFn& column, GemmAffineFn affine,
                GemmIndirectFn indirect, GemmAffineNarrowFn narrow,
                const ParallelFor& parallel_for) {
-  const BandPlan plan = PlanBands(batch, dh, dw, column_blocks, mr);
   const std::vector<int64_t>& taps_h = plan.taps_h;
   const std::vector<int64_t>& base_h = plan.base_h;
   const std::vector<int64_t>& taps_w = plan.taps_w;
@@ -156,7 +152,8 @@ void RunBanded(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter
   const int64_t row_tiles = plan.row_tiles, row_rest = plan.row_rest;
   if (strided && row_tiles > 0) Note(Path::kBandedRowRuns);
   if (strided && row_rest > 0) Note(Path::kBandedRowRests);
-  const int64_t max_tiles = plan.max_tiles, copy_pixels = plan.copy_pixels;
+  const int64_t max_tiles = plan.max_tiles;
+  const int64_t copy_pixels = static_cast<int64_t>(plan.copy_pixels);
   const int64_t chunks = CeilDiv(depth, chunk);
   if (chunks > 1) Note(Path::kBandedChunks);
   NoteKernel(affine);
