@@ -351,17 +351,17 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     std::vector<float> acc(slices * size, 0.0f);
     std::unique_ptr<WinogradFilter<T>> wino;
     if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, parallel_for);
-    const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp) {
+    const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp, bool first) {
       if (winograd) {
         wino->Accumulate(gp, xp, dyp);
       } else if (depthwise) {
         FilterDepthwiseNhwc(gp, dw_plan, xp, dyp, acc.data(), parallel_for);
       } else {
-        FilterGemmNhwc(gp, plan, gk, xp, dyp, acc.data(), parallel_for);
+        FilterGemmNhwc(gp, plan, gk, xp, dyp, acc.data(), first, parallel_for);
       }
     };
     if (layout == Layout::kNHWC) {
-      pass(g, x, dy);
+      pass(g, x, dy, /*first=*/true);
     } else {
       Workspace x_space(gc.batch * in_hw * g.in_depth * sizeof(T));
       Workspace dy_space(gc.batch * out_hw * g.out_depth * sizeof(T));
@@ -373,7 +373,7 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
         Transpose(x + n * g.in_depth * in_hw, gp.batch, g.in_depth, in_hw, x_nhwc, parallel_for);
         Transpose(dy + n * g.out_depth * out_hw, gp.batch, g.out_depth, out_hw, dy_nhwc,
                   parallel_for);
-        pass(gp, x_nhwc, dy_nhwc);
+        pass(gp, x_nhwc, dy_nhwc, /*first=*/n == 0);
       }
     }
     if (winograd) wino->Finish(acc.data());

@@ -93,14 +93,15 @@ static_assert(kFilterBlockPixels % 2 == 0, "bfloat16 pairs of packed pixels fill
 inline constexpr int64_t kFilterInPlaceRun = 8;
 
 // Adds this pass's contribution to acc[slice][tap][ci][k] (float, the filter's layout per
-// slice). NHWC, any batch. Float rows whose columns every GEMM row reads for a long run go
+// slice), or with `first`, writes it there (acc's earlier contents are not read). NHWC, any batch. Float rows whose columns every GEMM row reads for a long run go
 // through the micro-kernel in place. Everything else is packed, up to kFilterBlockPixels
 // output pixels at a time (the input values of the GEMM rows, zero where a merged filter
 // column falls outside the input, and the output gradient of the columns, as float), and
 // the block is reduced at once, so short rows and borders cost little more than long ones.
 template <typename T>
 void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKernel& gk,
-                    const T* x, const T* dy, float* acc, const ParallelFor& parallel_for) {
+                    const T* x, const T* dy, float* acc, bool first,
+                    const ParallelFor& parallel_for) {
   const int64_t taps = g.filter_rows * g.filter_cols, FI = g.filter_in_depth, K = g.out_depth;
   const int64_t Kg = g.out_depth_per_group(), C = g.in_depth, mr = gk.mr, nb = gk.nb;
   const int64_t rows = g.batch * g.out_rows, filter_size = taps * FI * K;
@@ -145,11 +146,13 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
         return acc + slice * filter_size + ((kh * g.filter_cols + kw0 + q / FI) * FI + q % FI) * K +
                grp * Kg;
       };
+      // The unit's accumulators so far (NCHW passes add chunk after chunk of images; zero in
+      // the first), zero in the tile padding past its rows and columns.
       for (int64_t q = q0; q < q0 + plan.ci_chunk; ++q) {
-        float* l = local + (q - q0) * plan.k_chunk;
-        for (int64_t k = k0; k < k0 + plan.k_chunk; ++k) {
-          l[k - k0] = q < q1 && k < k1 ? out_row(q)[k] : 0.0f;
-        }
+        float* const l = local + (q - q0) * plan.k_chunk;
+        const int64_t valid = q < q1 && !first ? k1 - k0 : 0;
+        if (valid > 0) std::memcpy(l, out_row(q) + k0, valid * sizeof(float));
+        std::fill(l + valid, l + plan.k_chunk, 0.0f);
       }
       // The output columns some row of the unit reads, and those every row reads.
       int64_t ow_lo = g.out_cols, ow_hi = 0, in_lo = 0, in_hi = g.out_cols;
@@ -276,9 +279,7 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
       reduce_batch();
       if (count > 0) flush();
       for (int64_t q = q0; q < q1; ++q) {
-        const float* l = local + (q - q0) * plan.k_chunk;
-        float* o = out_row(q);
-        for (int64_t k = k0; k < k1; ++k) o[k] = l[k - k0];
+        std::memcpy(out_row(q) + k0, local + (q - q0) * plan.k_chunk, (k1 - k0) * sizeof(float));
       }
     }
   });
