@@ -344,7 +344,7 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     if (depthwise) {
       dw_plan = PlanDepthwiseFilter(gc, sizeof(T));
     } else if (!winograd) {
-      plan = PlanFilter(gc, gk.mr, gk.nb, sizeof(T));
+      plan = PlanFilter(gc, gk, sizeof(T));
     }
     // Each slice of the rows sums into its own accumulators; they are added in slice order.
     const int64_t slices = depthwise ? dw_plan.slices : plan.slices;

@@ -278,7 +278,7 @@ WinogradFilter<T>::WinogradFilter(const ConvGeometry& g, const ParallelFor& para
   s.g = g;
   s.parallel_for = parallel_for;
   const GemmKernel& gk = PickGemm(g.out_depth_per_group());
-  s.mr = gk.mr, s.nb = gk.nb, s.strided = gk.strided;
+  s.mr = gk.strided[0].mr, s.nb = gk.nb, s.strided = gk.strided[0].fn;
   s.cp = CeilDiv(g.filter_in_depth, s.mr) * s.mr;
   s.kgp = CeilDiv(g.out_depth_per_group(), s.nb) * s.nb;
   const int64_t floats = g.groups * kPoints * s.cp * s.kgp;

@@ -36,10 +36,12 @@ inline void ReadRange(int64_t out_size, int64_t in_size, int64_t stride, int64_t
 // unit's GEMM rows are (filter column in its block, input channel) pairs: with one group
 // and no column dilation, the input values of neighbouring filter columns lie side by side,
 // so small channel counts are merged across the whole filter row (`merged_cols` columns per
-// block) instead of leaving most rows of a tile empty.
+// block) instead of leaving most rows of a tile empty. The GEMM runs on the strided kernel
+// `strided` of the column width's GemmKernel, tiles of `mr` rows.
 struct FilterPlan {
   int64_t slices = 1, merged_cols = 1, ci_chunk = 0, k_chunk = 0, ci_chunks = 0, k_chunks = 0;
-  int64_t units = 0;
+  int64_t units = 0, mr = 0;
+  int strided = 0;
 };
 
 // A filter-gradient slice's rows of x and dy should fit in this much L2 cache: every unit of
@@ -54,10 +56,25 @@ inline double OperandBytes(const ConvGeometry& g, int64_t element_size) {
          (g.input_elements() + static_cast<double>(g.output_elements()));
 }
 
-inline FilterPlan PlanFilter(const ConvGeometry& g, int mr, int nb, int64_t element_size) {
+inline FilterPlan PlanFilter(const ConvGeometry& g, const GemmKernel& gk, int64_t element_size) {
   FilterPlan p;
   const int64_t FI = g.filter_in_depth, columns = g.out_depth_per_group();
-  if (g.groups == 1 && g.dilation_cols == 1 && FI < 2 * mr) p.merged_cols = g.filter_cols;
+  const int nb = gk.nb;
+  // Columns merge below two tiles of input channels. Of the strided kernels, the one whose
+  // tiles pad the GEMM rows by the smallest fraction (the taller on a tie): 48 rows as two
+  // tiles of 24, not four of 14.
+  const auto merged = [&](int64_t mr) {
+    return g.groups == 1 && g.dilation_cols == 1 && FI < 2 * mr ? g.filter_cols : 1;
+  };
+  const auto padding = [&](int64_t mr) {
+    const int64_t rows = merged(mr) * FI;
+    return static_cast<double>(CeilDiv(rows, mr) * mr) / rows;
+  };
+  if (gk.strided[1].fn != nullptr && padding(gk.strided[1].mr) <= padding(gk.strided[0].mr)) {
+    p.strided = 1;
+  }
+  const int64_t mr = p.mr = gk.strided[p.strided].mr;
+  p.merged_cols = merged(mr);
   const int64_t channels = p.merged_cols * FI;
   int64_t ci_tiles = std::max<int64_t>(1, CeilDiv(channels, mr));
   int64_t k_tiles = std::max<int64_t>(1, CeilDiv(columns, nb));
@@ -103,14 +120,16 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
                     const T* x, const T* dy, float* acc, bool first,
                     const ParallelFor& parallel_for) {
   const int64_t taps = g.filter_rows * g.filter_cols, FI = g.filter_in_depth, K = g.out_depth;
-  const int64_t Kg = g.out_depth_per_group(), C = g.in_depth, mr = gk.mr, nb = gk.nb;
+  const int64_t Kg = g.out_depth_per_group(), C = g.in_depth, mr = plan.mr, nb = gk.nb;
   const int64_t rows = g.batch * g.out_rows, filter_size = taps * FI * K;
   const int64_t per_slice = plan.units / plan.slices;
   // bfloat16 where the processor has AVX-512 BF16: the packed operands hold bfloat16 pairs of
   // consecutive packed pixels (the second zero past an odd count), reduced by dot products.
   const KernelTable& table = Kernels();
   const bool pairs = std::is_same_v<T, Eigen::bfloat16> && table.gemm_bf16_pairs != nullptr;
-  const GemmStridedFn strided = pairs ? table.gemm_bf16_pairs[&gk - table.gemm].strided : gk.strided;
+  // The pair table's strided kernels have the float table's rows.
+  const GemmStridedFn strided =
+      (pairs ? table.gemm_bf16_pairs[&gk - table.gemm] : gk).strided[plan.strided].fn;
   const PackHalvesFn pack_halves = table.pack_halves;
   const int64_t col_blocks = g.filter_cols / plan.merged_cols;
   const int64_t Q = plan.merged_cols * FI;  // GEMM rows of a unit: (column in block, channel)

@@ -123,6 +123,12 @@ struct WinogradKernel {
   WinogradOutputFn reduce;
 };
 
+// A strided reduction (the filter gradient's GEMM) of mr rows by its GemmKernel's nb columns.
+struct StridedKernel {
+  int mr;
+  GemmStridedFn fn;
+};
+
 struct GemmKernel {
   int mr, nb;  // tile: mr rows (pixels or input channels) x nb output columns
   GemmIndirectFn indirect[kElemKinds];
@@ -130,7 +136,9 @@ struct GemmKernel {
   // By the activations' kind, kElemF16 and kElemBF16; null for kElemF32 and where the
   // instruction set has no vector rounding to the kind.
   GemmAffineNarrowFn affine_narrow[kElemKinds];
-  GemmStridedFn strided;
+  // strided[0] has the tile's mr rows; strided[1] more rows where the registers allow them
+  // (fewer loads of b per product, and a closer fit to some row counts), else fn is null.
+  StridedKernel strided[2];
 };
 
 struct DepthwiseKernel {
@@ -168,18 +176,20 @@ struct KernelTable {
 template <typename Fn>
 void ForEachKernel(const KernelTable& t, Fn fn) {
   const auto gemm = [&](const char* indirect, const char* affine, const char* narrow,
-                        const char* strided, int i, const GemmKernel& k) {
+                        const char* strided, const char* tall, int i, const GemmKernel& k) {
     for (int e = 0; e < kElemKinds; ++e) {
       fn(indirect, i, e, k.indirect[e]), fn(affine, i, e, k.affine[e]);
       fn(narrow, i, e, k.affine_narrow[e]);
     }
-    fn(strided, i, -1, k.strided);
+    fn(strided, i, -1, k.strided[0].fn), fn(tall, i, -1, k.strided[1].fn);
   };
   for (int i = 0; i < 3; ++i) {
-    gemm("gemm.indirect", "gemm.affine", "gemm.affine_narrow", "gemm.strided", i, t.gemm[i]);
+    gemm("gemm.indirect", "gemm.affine", "gemm.affine_narrow", "gemm.strided", "gemm.strided_tall",
+         i, t.gemm[i]);
   }
   for (int i = 0; t.gemm_bf16_pairs != nullptr && i < 3; ++i) {
-    gemm("pairs.indirect", "pairs.affine", "pairs.affine_narrow", "pairs.strided", i,
+    gemm("pairs.indirect", "pairs.affine", "pairs.affine_narrow", "pairs.strided",
+         "pairs.strided_tall", i,
          t.gemm_bf16_pairs[i]);
   }
   for (int i = 0; i < 3; ++i) {
@@ -203,7 +213,8 @@ void ForEachKernel(const KernelTable& t, Fn fn) {
   for (int e = 0; e < kElemKinds; ++e) fn("winograd.gradient", 0, e, t.winograd.gradient[e]);
   fn("winograd.output", 0, -1, t.winograd.output), fn("winograd.reduce", 0, -1, t.winograd.reduce);
 }
-static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (3 * kElemKinds + 1) * sizeof(void*),
+static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + 3 * kElemKinds * sizeof(void*) +
+                                         2 * sizeof(StridedKernel),
               "a new GemmKernel member: list it in ForEachKernel");
 static_assert(sizeof(DepthwiseKernel) ==
                   2 * sizeof(int) +

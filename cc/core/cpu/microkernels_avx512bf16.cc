@@ -11,6 +11,7 @@
 // reduction instead: see DotStrided.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -146,35 +147,49 @@ void DotAffineNarrow(int64_t tiles, int64_t taps, const void* const* a, int64_t 
 // consecutive output pixels of one input channel / output channel) in 32-bit slots;
 //   c[m*ldc + j] += sum_{s < runs} sum_{r < len} dot(a[s*a_run + r*a_step + min(m, rows-1)],
 //                                                  b[s*b_run + r*b_step + j]).
-template <int MR, int NV>
-void DotStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_t a_step,
-                int64_t rows, const float* b, int64_t b_run, int64_t b_step, float* c,
-                int64_t ldc) {
-  __m512 acc[MR][NV];
+template <int MR, int NV, bool Full>
+TF_OPS_INLINE void DotStridedSums(__m512 (&acc)[MR][NV], int64_t runs, int64_t len,
+                                  const float* a, int64_t a_run, int64_t a_step, int64_t rows,
+                                  const float* b, int64_t b_run, int64_t b_step) {
+  // With Full (rows == MR), row m reads slot m: a constant displacement, no index register.
   int64_t offset[MR];
 #pragma GCC unroll 32
-  for (int m = 0; m < MR; ++m) {
-    offset[m] = m < rows ? m : rows - 1;
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_loadu_ps(c + m * ldc + v * 16);
-  }
+  for (int m = 0; m < MR; ++m) offset[m] = Full ? m : std::min<int64_t>(m, rows - 1);
   for (int64_t s = 0; s < runs; ++s, a += a_run, b += b_run) {
     for (int64_t r = 0; r < len; ++r) {
       __m512 bv[NV];
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + r * b_step + v * 16);
+      const float* const ar = a + r * a_step;
 #pragma GCC unroll 32
       for (int m = 0; m < MR; ++m) {
         uint32_t pair;
-        std::memcpy(&pair, a + r * a_step + offset[m], 4);
+        std::memcpy(&pair, ar + (Full ? m : offset[m]), 4);
         DotPair<NV>(acc[m], pair, bv);
       }
     }
   }
-  StoreTile<MR, NV>(acc, c, ldc);
 }
 
 template <int MR, int NV>
+void DotStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_t a_step,
+                int64_t rows, const float* b, int64_t b_run, int64_t b_step, float* c,
+                int64_t ldc) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 32
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_loadu_ps(c + m * ldc + v * 16);
+  }
+  if (rows == MR) {
+    DotStridedSums<MR, NV, true>(acc, runs, len, a, a_run, a_step, rows, b, b_run, b_step);
+  } else {
+    DotStridedSums<MR, NV, false>(acc, runs, len, a, a_run, a_step, rows, b, b_run, b_step);
+  }
+  StoreTile<MR, NV>(acc, c, ldc);
+}
+
+template <int MR, int NV, int TALL>
 GemmKernel MakeDot() {
   GemmKernel k{};
   k.mr = MR;
@@ -182,15 +197,17 @@ GemmKernel MakeDot() {
   k.indirect[kElemBF16] = DotIndirect<MR, NV>;
   k.affine[kElemBF16] = DotAffine<MR, NV>;
   k.affine_narrow[kElemBF16] = DotAffineNarrow<MR, NV>;
-  k.strided = DotStrided<MR, NV>;
+  k.strided[0] = {MR, DotStrided<MR, NV>};
+  if constexpr (TALL > 0) k.strided[1] = {TALL, DotStrided<TALL, NV>};
   return k;
 }
 
 }  // namespace
 
-// The same tile shapes as the AVX-512 table's gemm entries.
+// The same tile shapes (and taller strided kernels) as the AVX-512 table's gemm entries.
 const GemmKernel* Avx512Bf16GemmKernels() {
-  static const GemmKernel kernels[3] = {MakeDot<14, 1>(), MakeDot<12, 2>(), MakeDot<6, 4>()};
+  static const GemmKernel kernels[3] = {MakeDot<14, 1, 24>(), MakeDot<12, 2, 0>(),
+                                                MakeDot<6, 4, 0>()};
   return kernels;
 }
 
