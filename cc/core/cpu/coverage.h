@@ -46,10 +46,10 @@ namespace cpu {
   X(kBandedChunks, "banded/several reduction chunks")                                         \
   X(kBandedSplit, "banded/bands narrowed for enough work units")                              \
   X(kBandCopyTooLarge, "banded/band copy past its cap: indirect instead")                     \
-  X(kBandedRowRuns, "banded/strided: an affine run of whole tiles per computed row")          \
-  X(kBandedRowRests, "banded/strided: rows' left-over pixels through the indirect kernel")    \
-  X(kBandedRowsInPlace, "banded/strided: float rows written in place")                        \
-  X(kBandedRowsNarrowed, "banded/strided: 16-bit rows rounded by the micro-kernel, in place") \
+  X(kBandedRowRuns, "banded/an affine run of whole tiles per computed row")                   \
+  X(kBandedRowRests, "banded/rows' left-over pixels through the indirect kernel")             \
+  X(kBandedRowsInPlace, "banded/float rows written in place")                                 \
+  X(kBandedRowsNarrowed, "banded/16-bit rows rounded by the micro-kernel, in place")          \
   X(kDepthwiseRowKernel, "depthwise/row kernels")                                             \
   X(kDepthwiseAffine, "depthwise/affine kernels")                                             \
   X(kDepthwiseGroups, "depthwise/several pixel groups in a row")                              \
