@@ -86,6 +86,15 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
         }
         for (int64_t ow = 0; ow < g.out_cols; ++ow) {
           const float* c = contrib + ow * width;
+          const int64_t iw0 = ow * g.stride_cols - g.pad_left;  // where column tap 0 lands
+          if (g.dilation_cols == 1 && iw0 >= 0 && iw0 + KW <= g.in_cols) {
+            // The taps land on neighbouring pixels: the columns add to one run of the row,
+            // in the same order as below.
+            Note(Path::kColumnsMergedRuns);
+            float* r = row + iw0 * FI;
+            for (int64_t j = 0; j < columns; ++j) r[j] += c[j];
+            continue;
+          }
           for (int64_t kw = 0; kw < KW; ++kw) {
             const int64_t iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
             if (iw < 0 || iw >= g.in_cols) continue;
