@@ -36,7 +36,6 @@ namespace cpu {
   X(kColumnsMergedBlocks, "columns merged/several column blocks")                             \
   X(kColumnsMergedFullTiles, "columns merged/whole tiles of a row")                           \
   X(kColumnsMergedTail, "columns merged/a row's last partial tile")                           \
-  X(kColumnsMergedRuns, "columns merged/a pixel's taps added as one run of the row")          \
   X(kIndirectAffineRun, "indirect/affine run of tiles")                                       \
   X(kIndirectTile, "indirect/tile through the indirection table")                             \
   X(kIndirectEdgesSplit, "indirect/edge pixels in parts of their own, padding taps skipped")  \

@@ -46,6 +46,10 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
   }
   if (blocks > 1) Note(Path::kColumnsMergedBlocks);
   std::vector<T> zeros(K, T(0.0f));
+  std::vector<int64_t> lo(KW), hi(KW);  // the output columns whose tap kw lands in the row
+  for (int64_t kw = 0; kw < KW; ++kw) {
+    ReadRange(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, kw, &lo[kw], &hi[kw]);
+  }
   const int64_t full_tiles = g.out_cols / mr;
   parallel_for(g.batch * g.in_rows, Cost(2.0 * g.out_cols * K * width * g.filter_rows / g.stride_rows),
                [&](int64_t begin, int64_t end) {
@@ -84,22 +88,16 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
             }
           }
         }
-        for (int64_t ow = 0; ow < g.out_cols; ++ow) {
-          const float* c = contrib + ow * width;
-          const int64_t iw0 = ow * g.stride_cols - g.pad_left;  // where column tap 0 lands
-          if (g.dilation_cols == 1 && iw0 >= 0 && iw0 + KW <= g.in_cols) {
-            // The taps land on neighbouring pixels: the columns add to one run of the row,
-            // in the same order as below.
-            Note(Path::kColumnsMergedRuns);
-            float* r = row + iw0 * FI;
-            for (int64_t j = 0; j < columns; ++j) r[j] += c[j];
-            continue;
-          }
-          for (int64_t kw = 0; kw < KW; ++kw) {
-            const int64_t iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
-            if (iw < 0 || iw >= g.in_cols) continue;
-            float* r = row + iw * FI;
-            for (int64_t ci = 0; ci < FI; ++ci) r[ci] += c[kw * FI + ci];
+        // Column tap by column tap, over the pixels whose tap lands inside the row: the
+        // pixels of one tap add to disjoint parts of the row, so no addition waits on the
+        // store of the one before (a pixel's taps overlap the next pixel's).
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          if (hi[kw] == lo[kw]) continue;
+          const int64_t step = g.stride_cols * FI;
+          float* r = row + (lo[kw] * g.stride_cols - g.pad_left + kw * g.dilation_cols) * FI;
+          const float* c = contrib + lo[kw] * width + kw * FI;
+          for (int64_t ow = lo[kw]; ow < hi[kw]; ++ow, r += step, c += width) {
+            for (int64_t ci = 0; ci < FI; ++ci) r[ci] += c[ci];
           }
         }
       }

@@ -40,6 +40,16 @@ inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t FloorDivSigned(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 inline int64_t CeilDivSigned(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
+// The columns [lo, hi) of output index o's row that read an input index in [0, in_size)
+// through tap t: o * stride - pad + t * dilation in range.
+inline void ReadRange(int64_t out_size, int64_t in_size, int64_t stride, int64_t pad,
+                      int64_t dilation, int64_t t, int64_t* lo, int64_t* hi) {
+  const int64_t offset = t * dilation - pad;  // input index of output 0
+  *lo = std::min(out_size, std::max<int64_t>(0, CeilDivSigned(-offset, stride)));
+  *hi = std::min<int64_t>(out_size, FloorDivSigned(in_size - 1 - offset, stride) + 1);
+  if (*hi < *lo) *hi = *lo;
+}
+
 // The thread pool's cost estimate for one work unit, from a floating-point operation count.
 inline int64_t Cost(double ops) {
   return ops < 1 ? 1 : ops > 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ops);

@@ -20,16 +20,6 @@ namespace tf_ops {
 namespace cpu {
 namespace fast {
 
-// The columns [lo, hi) of output index o's row that read an input index in [0, in_size)
-// through tap t: o * stride - pad + t * dilation in range.
-inline void ReadRange(int64_t out_size, int64_t in_size, int64_t stride, int64_t pad,
-                      int64_t dilation, int64_t t, int64_t* lo, int64_t* hi) {
-  const int64_t offset = t * dilation - pad;  // input index of output 0
-  *lo = std::min(out_size, std::max<int64_t>(0, CeilDivSigned(-offset, stride)));
-  *hi = std::min<int64_t>(out_size, FloorDivSigned(in_size - 1 - offset, stride) + 1);
-  if (*hi < *lo) *hi = *lo;
-}
-
 // How the filter gradient is split into work units: (slice, filter row, block of filter
 // columns, group, row chunk, output-channel chunk); each unit sums its (batch, row) slice in
 // order into its own float accumulators, and slices are added in order at the end. A
