@@ -46,9 +46,10 @@ using GemmAffineNarrowFn = void (*)(int64_t tiles, int64_t taps, const void* con
 
 // Strided GEMM reduction (backprop filter), over float operands (packed, or in place in
 // `runs` runs of `len` pixels at a fixed distance from each other):
-//   c[m*ldc + j] += sum_{s < runs} sum_{r < len} a[s*a_run + r*a_step + min(m, rows-1)] *
+//   c[m*ldc + j] += sum_{s < runs} sum_{r < len} a[s*a_run + r*a_step + m] *
 //                                                b[s*b_run + r*b_step + j]
-// for m < MR, j < NB, summed in the order of s, then r.
+// for m < rows (rows <= MR), j < NB, summed in the order of s, then r; c's rows from `rows`
+// to MR are read and written back unchanged.
 using GemmStridedFn = void (*)(int64_t runs, int64_t len, const float* a, int64_t a_run,
                                int64_t a_step, int64_t rows, const float* b, int64_t b_run,
                                int64_t b_step, float* c, int64_t ldc);

@@ -145,16 +145,15 @@ void DotAffineNarrow(int64_t tiles, int64_t taps, const void* const* a, int64_t 
 
 // The strided reduction of the filter gradient on pairs: a and b hold bfloat16 pairs (two
 // consecutive output pixels of one input channel / output channel) in 32-bit slots;
-//   c[m*ldc + j] += sum_{s < runs} sum_{r < len} dot(a[s*a_run + r*a_step + min(m, rows-1)],
-//                                                  b[s*b_run + r*b_step + j]).
+//   c[m*ldc + j] += sum_{s < runs} sum_{r < len} dot(a[s*a_run + r*a_step + m],
+//                                                  b[s*b_run + r*b_step + j])
+// for m < rows, as GemmStridedFn.
 template <int MR, int NV, bool Full>
 TF_OPS_INLINE void DotStridedSums(__m512 (&acc)[MR][NV], int64_t runs, int64_t len,
                                   const float* a, int64_t a_run, int64_t a_step, int64_t rows,
                                   const float* b, int64_t b_run, int64_t b_step) {
-  // With Full (rows == MR), row m reads slot m: a constant displacement, no index register.
-  int64_t offset[MR];
-#pragma GCC unroll 32
-  for (int m = 0; m < MR; ++m) offset[m] = Full ? m : std::min<int64_t>(m, rows - 1);
+  // Row m reads slot m, a constant displacement; unless Full (rows == MR), rows past `rows`
+  // are skipped.
   for (int64_t s = 0; s < runs; ++s, a += a_run, b += b_run) {
     for (int64_t r = 0; r < len; ++r) {
       __m512 bv[NV];
@@ -163,8 +162,9 @@ TF_OPS_INLINE void DotStridedSums(__m512 (&acc)[MR][NV], int64_t runs, int64_t l
       const float* const ar = a + r * a_step;
 #pragma GCC unroll 32
       for (int m = 0; m < MR; ++m) {
+        if (!Full && m >= rows) break;
         uint32_t pair;
-        std::memcpy(&pair, ar + (Full ? m : offset[m]), 4);
+        std::memcpy(&pair, ar + m, 4);
         DotPair<NV>(acc[m], pair, bv);
       }
     }
