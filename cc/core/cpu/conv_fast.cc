@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -85,6 +86,12 @@ constexpr int64_t kPanelFloats = 192 * 1024;
 
 // NCHW passes run on NHWC copies of this many elements at most (and at least one image).
 constexpr int64_t kNchwChunkElements = int64_t{1} << 21;
+
+// Half and bfloat16 filter gradients widened to float run on float copies of chunks of
+// images of about this many bytes (x and dy together, at least one image), so that the
+// copies stay bounded; on 8x112x112 images of 3 -> 16 channels, chunks of 1 MiB ran 20%
+// slower (a pass per image), chunks of the whole batch level.
+constexpr int64_t kWidenChunkBytes = int64_t{4} << 20;
 
 // Images per NHWC copy of an NCHW pass whose images have `elements` elements.
 int64_t NchwChunk(int64_t batch, int64_t elements) {
@@ -327,13 +334,14 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     return false;
   } else {
     if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
-    // NCHW runs on NHWC copies of chunks of images; the plan (and so every sum) is that of a
-    // chunk, the same for every chunk.
+    // NCHW runs on NHWC copies of chunks of images, and 16-bit operands that the GEMM would
+    // pack once per filter tap on float copies of chunks (below); the plan (and so every sum)
+    // is that of a chunk, the same for every chunk.
     const int64_t in_hw = g.in_rows * g.in_cols, out_hw = g.out_rows * g.out_cols;
+    const int64_t chunk = NchwChunk(g.batch, std::max(in_hw * g.in_depth, out_hw * g.out_depth));
+    const int64_t image_elements = in_hw * g.in_depth + out_hw * g.out_depth;
     ConvGeometry gc = g;
-    if (layout == Layout::kNCHW) {
-      gc.batch = NchwChunk(g.batch, std::max(in_hw * g.in_depth, out_hw * g.out_depth));
-    }
+    if (layout == Layout::kNCHW) gc.batch = chunk;
     const int64_t size = g.filter_elements();
     const bool depthwise = IsDepthwiseOne(g);
     // Exact mode is read once per call, here.
@@ -341,10 +349,20 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     const GemmKernel& gk = PickGemm(g.out_depth_per_group());
     FilterPlan plan;
     DepthwiseFilterPlan dw_plan;
+    bool widen = false;
     if (depthwise) {
       dw_plan = PlanDepthwiseFilter(gc, sizeof(T));
     } else if (!winograd) {
       plan = PlanFilter(gc, gk, sizeof(T));
+      // With merged filter columns, half and bfloat16 pixels would be packed once per filter
+      // row (each 3 or so values at a time); widened to float once, they run in place. On
+      // 8x112x112 images of 3 -> 16 channels in bfloat16, 3.8 times faster.
+      widen = !std::is_same_v<T, float> && plan.merged_cols > 1;
+      if (widen) {
+        const int64_t image_bytes = static_cast<int64_t>(sizeof(float)) * image_elements;
+        gc.batch = std::min(chunk, std::max<int64_t>(1, kWidenChunkBytes / image_bytes));
+        plan = PlanFilter(gc, gk, sizeof(float));
+      }
     }
     // Each slice of the rows sums into its own accumulators; they are added in slice order.
     const int64_t slices = depthwise ? dw_plan.slices : plan.slices;
@@ -360,20 +378,44 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
         FilterGemmNhwc(gp, plan, gk, xp, dyp, acc.data(), first, parallel_for);
       }
     };
-    if (layout == Layout::kNHWC) {
+    if (layout == Layout::kNHWC && !widen) {
       pass(g, x, dy, /*first=*/true);
     } else {
-      Workspace x_space(gc.batch * in_hw * g.in_depth * sizeof(T));
-      Workspace dy_space(gc.batch * out_hw * g.out_depth * sizeof(T));
-      T* const x_nhwc = x_space.data<T>();
-      T* const dy_nhwc = dy_space.data<T>();
+      const bool nchw = layout == Layout::kNCHW;
+      const int64_t x_chunk = gc.batch * in_hw * g.in_depth;
+      const int64_t dy_chunk = gc.batch * out_hw * g.out_depth;
+      std::optional<Workspace> x_space, dy_space, xf_space, dyf_space;
+      if (nchw) {
+        x_space.emplace(x_chunk * sizeof(T));
+        dy_space.emplace(dy_chunk * sizeof(T));
+      }
+      if (widen) {
+        Note(Path::kFilterWidened);
+        if (gc.batch < g.batch) Note(Path::kFilterWidenedChunks);
+        xf_space.emplace(x_chunk * sizeof(float));
+        dyf_space.emplace(dy_chunk * sizeof(float));
+      }
       for (int64_t n = 0; n < g.batch; n += gc.batch) {
         ConvGeometry gp = gc;
         gp.batch = std::min(gc.batch, g.batch - n);
-        Transpose(x + n * g.in_depth * in_hw, gp.batch, g.in_depth, in_hw, x_nhwc, parallel_for);
-        Transpose(dy + n * g.out_depth * out_hw, gp.batch, g.out_depth, out_hw, dy_nhwc,
-                  parallel_for);
-        pass(gp, x_nhwc, dy_nhwc, /*first=*/n == 0);
+        const T* xp = x + n * in_hw * g.in_depth;
+        const T* dyp = dy + n * out_hw * g.out_depth;
+        if (nchw) {
+          Transpose(xp, gp.batch, g.in_depth, in_hw, x_space->data<T>(), parallel_for);
+          Transpose(dyp, gp.batch, g.out_depth, out_hw, dy_space->data<T>(), parallel_for);
+          xp = x_space->data<T>(), dyp = dy_space->data<T>();
+        }
+        if constexpr (sizeof(T) == 2) {
+          if (widen) {
+            float* const xf = xf_space->data<float>();
+            float* const dyf = dyf_space->data<float>();
+            Widen(xp, gp.batch * in_hw * g.in_depth, xf, parallel_for);
+            Widen(dyp, gp.batch * out_hw * g.out_depth, dyf, parallel_for);
+            FilterGemmNhwc(gp, plan, gk, xf, dyf, acc.data(), /*first=*/n == 0, parallel_for);
+            continue;
+          }
+        }
+        pass(gp, xp, dyp, /*first=*/n == 0);
       }
     }
     if (winograd) wino->Finish(acc.data());

@@ -68,6 +68,8 @@ namespace cpu {
   X(kFilterPacked, "backprop filter/packed pixels")                                           \
   X(kFilterFullBlock, "backprop filter/a full block of packed pixels")                        \
   X(kFilterPairs, "backprop filter/bfloat16 pairs")                                           \
+  X(kFilterWidened, "backprop filter/16-bit operands widened to float once")                  \
+  X(kFilterWidenedChunks, "backprop filter/16-bit operands widened by chunks of images")     \
   X(kFilterDepthwise, "backprop filter/depthwise")                                            \
   X(kFilterDepthwiseWholeRows, "backprop filter/depthwise rows whole, every channel block")    \
   X(kFilterWinograd, "backprop filter/Winograd F(4x4, 3x3)")                                  \

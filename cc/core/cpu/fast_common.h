@@ -177,6 +177,20 @@ void Transpose(const T* src, int64_t images, int64_t rows, int64_t cols, T* dst,
   });
 }
 
+// dst[i] = src[i] widened to float, for i < n (src half or bfloat16).
+template <typename T>
+void Widen(const T* src, int64_t n, float* dst, const ParallelFor& parallel_for) {
+  static_assert(sizeof(T) == 2, "half or bfloat16");
+  const WidenFn widen = Kernels().widen[KindOf<T>()];
+  NoteKernel(widen);
+  constexpr int64_t kBlock = 16384;
+  parallel_for(CeilDiv(n, kBlock), kBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin * kBlock; i < std::min(n, end * kBlock); i += kBlock) {
+      widen(src + i, std::min(kBlock, n - i), dst + i);
+    }
+  });
+}
+
 // The gemm micro-kernel whose column width wastes the fewest lanes on `columns` (ties go
 // to the wider one).
 inline const GemmKernel& PickGemm(int64_t columns) {

@@ -96,6 +96,9 @@ using TransposeFn = void (*)(const void* src, int64_t src_stride, void* dst, int
 // conversions round; a NaN stays a quiet NaN of the same sign), for i < n.
 using NarrowFn = void (*)(const float* src, int64_t n, void* dst);
 
+// dst[i] = src[i] widened to float (exact), src IEEE half or bfloat16, for i < n.
+using WidenFn = void (*)(const void* src, int64_t n, float* dst);
+
 // Stores 16-bit values into the low or high halves of 32-bit slots (the bfloat16 pairs of
 // the filter gradient's packed operands): out[i] = in[i] (high half zero) when !high, else
 // out[i] |= in[i] << 16, for i < n.
@@ -161,6 +164,8 @@ struct KernelTable {
   // By element kind: narrow[kElemF16] and narrow[kElemBF16]; null where this instruction
   // set has no vector form (the caller then converts element by element).
   NarrowFn narrow[kElemKinds];
+  // By element kind: widen[kElemF16] and widen[kElemBF16]; null for kElemF32.
+  WidenFn widen[kElemKinds];
   PackHalvesFn pack_halves;
   // Where the processor has AVX-512 BF16: bfloat16 gemm kernels on bfloat16-pair filter
   // panels (microkernels_avx512bf16.cc), the same tiles as gemm[], and a strided reduction
@@ -208,6 +213,7 @@ void ForEachKernel(const KernelTable& t, Fn fn) {
   fn("transpose32", 0, -1, t.transpose32), fn("transpose16", 0, -1, t.transpose16);
   fn("pack_halves", 0, -1, t.pack_halves);
   for (int e = 0; e < kElemKinds; ++e) fn("narrow", 0, e, t.narrow[e]);
+  for (int e = 0; e < kElemKinds; ++e) fn("widen", 0, e, t.widen[e]);
   for (int e = 0; e < kElemKinds; ++e) {
     fn("winograd.input", 0, e, t.winograd.input[e]), fn("winograd.filter", 0, e, t.winograd.filter[e]);
   }
@@ -226,7 +232,7 @@ static_assert(sizeof(WinogradKernel) == (3 * kElemKinds + 2) * sizeof(void*),
               "a new WinogradKernel member: list it in ForEachKernel");
 static_assert(sizeof(KernelTable) == sizeof(const char*) + 3 * sizeof(GemmKernel) +
                                          3 * sizeof(DepthwiseKernel) +
-                                         (3 + kElemKinds + 1) * sizeof(void*) +
+                                         (3 + 2 * kElemKinds + 1) * sizeof(void*) +
                                          sizeof(WinogradKernel),
               "a new KernelTable member: list it in ForEachKernel");
 
