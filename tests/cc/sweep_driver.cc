@@ -815,7 +815,8 @@ int Main(int argc, char** argv) {
     for (int p = 0; p < static_cast<int>(Path::kCount); ++p) {
       const Path path = static_cast<Path>(p);
       const uint64_t n = PathCount(path);
-      const bool expected = (pairs || (path != Path::kGemmBf16Pairs && path != Path::kFilterPairs)) &&
+      const bool expected = (pairs || (path != Path::kGemmBf16Pairs && path != Path::kFilterPairs &&
+                                       path != Path::kColumnsMergedPairs)) &&
                             (rows || path != Path::kDepthwiseRowKernel) &&
                             (narrowed || (path != Path::kIndirectNarrowed &&
                                           path != Path::kBandedRowsNarrowed));

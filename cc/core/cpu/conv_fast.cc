@@ -46,7 +46,11 @@ const KernelTable& Kernels() {
         t.isa = "avx512_bf16";
         t.gemm_bf16_pairs = Avx512Bf16GemmKernels();
         // bfloat16 GEMMs run on the pair kernels, rounding included.
-        for (GemmKernel& k : t.gemm) k.affine_narrow[kElemBF16] = nullptr;
+        for (GemmKernel& k : t.gemm) {
+          k.indirect[kElemBF16] = nullptr;
+          k.affine[kElemBF16] = nullptr;
+          k.affine_narrow[kElemBF16] = nullptr;
+        }
       }
     } else if (allow_avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                __builtin_cpu_supports("f16c")) {

@@ -36,6 +36,7 @@ namespace cpu {
   X(kColumnsMergedBlocks, "columns merged/several column blocks")                             \
   X(kColumnsMergedFullTiles, "columns merged/whole tiles of a row")                           \
   X(kColumnsMergedTail, "columns merged/a row's last partial tile")                           \
+  X(kColumnsMergedPairs, "columns merged/bfloat16 pair panels")                               \
   X(kIndirectAffineRun, "indirect/affine run of tiles")                                       \
   X(kIndirectTile, "indirect/tile through the indirection table")                             \
   X(kIndirectEdgesSplit, "indirect/edge pixels in parts of their own, padding taps skipped")  \

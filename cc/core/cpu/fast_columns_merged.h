@@ -19,6 +19,30 @@ namespace tf_ops {
 namespace cpu {
 namespace fast {
 
+// r[i * step + ci] += c[i * width + ci] for i < n, ci < F.
+template <int F>
+void AddTapRuns(int64_t n, const float* c, int64_t width, float* r, int64_t step) {
+  for (int64_t i = 0; i < n; ++i, r += step, c += width) {
+#pragma GCC unroll 8
+    for (int ci = 0; ci < F; ++ci) r[ci] += c[ci];
+  }
+}
+
+// The same for any count of channels, unrolled for the few that the pass mostly meets.
+inline void AddTap(int64_t channels, int64_t n, const float* c, int64_t width, float* r,
+                   int64_t step) {
+  switch (channels) {
+    case 1: return AddTapRuns<1>(n, c, width, r, step);
+    case 2: return AddTapRuns<2>(n, c, width, r, step);
+    case 3: return AddTapRuns<3>(n, c, width, r, step);
+    case 4: return AddTapRuns<4>(n, c, width, r, step);
+    default:
+      for (int64_t i = 0; i < n; ++i, r += step, c += width) {
+        for (int64_t ci = 0; ci < channels; ++ci) r[ci] += c[ci];
+      }
+  }
+}
+
 // Backprop input for few input channels (one group): per filter row, a GEMM of each output
 // gradient row against the filter with (filter column, input channel) as its columns,
 // scattered into the input row it reaches. With 3 input channels and a 7-wide filter the
@@ -32,18 +56,35 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
   const int64_t columns = KW * FI;
   const GemmKernel& gk = PickGemm(columns);
   const int64_t nb = gk.nb, mr = gk.mr, blocks = CeilDiv(columns, nb), width = blocks * nb;
-  // A panel per (filter row, column block), its K rows nb floats apart as the micro-kernels
-  // read them: panel[((kh * blocks + cb) * K + k) * nb + j] = w[kh][kw][ci][k] for the column
-  // cb * nb + j = kw * FI + ci, zero past `columns`.
-  std::vector<float> panel(g.filter_rows * blocks * K * nb, 0.0f);
+  // bfloat16 with AVX-512 BF16: dot products of bfloat16 pairs along K, on a panel that keeps
+  // the filter in pairs (rows k and k + 1 in one 32-bit slot), as the indirect pass does.
+  const KernelTable& table = Kernels();
+  const bool pairs = kind == kElemBF16 && table.gemm_bf16_pairs != nullptr;
+  const GemmKernel& kernels = pairs ? table.gemm_bf16_pairs[&gk - table.gemm] : gk;
+  const int64_t panel_rows = pairs ? CeilDiv(K, 2) : K;
+  // A panel per (filter row, column block), its rows nb slots apart as the micro-kernels
+  // read them: panel[((kh * blocks + cb) * panel_rows + k) * nb + j] = w[kh][kw][ci][k] for
+  // the column cb * nb + j = kw * FI + ci, zero past `columns` (with pairs, row k / 2, the
+  // low half for even k and the high half for odd k).
+  std::vector<float> panel(g.filter_rows * blocks * panel_rows * nb, 0.0f);
+  uint32_t* const panel32 = reinterpret_cast<uint32_t*>(panel.data());
   for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
     for (int64_t k = 0; k < K; ++k) {
       for (int64_t j = 0; j < columns; ++j) {
-        panel[((kh * blocks + j / nb) * K + k) * nb + j % nb] =
-            static_cast<float>(w[((kh * KW) + j / FI) * FI * K + j % FI * K + k]);
+        const T v = w[((kh * KW) + j / FI) * FI * K + j % FI * K + k];
+        const int64_t slot_row = (kh * blocks + j / nb) * panel_rows + (pairs ? k / 2 : k);
+        const int64_t at = slot_row * nb + j % nb;
+        if (pairs) {
+          uint16_t bits;
+          std::memcpy(&bits, &v, 2);
+          panel32[at] |= uint32_t{bits} << (k % 2 * 16);
+        } else {
+          panel[at] = static_cast<float>(v);
+        }
       }
     }
   }
+  if (pairs) Note(Path::kColumnsMergedPairs);
   if (blocks > 1) Note(Path::kColumnsMergedBlocks);
   std::vector<T> zeros(K, T(0.0f));
   std::vector<int64_t> lo(KW), hi(KW);  // the output columns whose tap kw lands in the row
@@ -65,23 +106,23 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
         if (num < 0 || num % g.stride_rows != 0 || num / g.stride_rows >= g.out_rows) continue;
         const T* dy_row = dy + (n * g.out_rows + num / g.stride_rows) * g.out_cols * K;
         for (int64_t cb = 0; cb < blocks; ++cb) {
-          const float* b = panel.data() + (kh * blocks + cb) * K * nb;
+          const float* b = panel.data() + (kh * blocks + cb) * panel_rows * nb;
           if (full_tiles > 0) {
             Note(Path::kColumnsMergedFullTiles);
-            NoteKernel(gk.affine[kind]);
+            NoteKernel(kernels.affine[kind]);
             const void* row_start = dy_row;
-            gk.affine[kind](full_tiles, 1, &row_start, K, &b, K, contrib + cb * nb, width,
+            kernels.affine[kind](full_tiles, 1, &row_start, K, &b, K, contrib + cb * nb, width,
                             false);
           }
           const int64_t rest = g.out_cols - full_tiles * mr;
           if (rest > 0) {
             Note(Path::kColumnsMergedTail);
-            NoteKernel(gk.indirect[kind]);
+            NoteKernel(kernels.indirect[kind]);
             for (int64_t m = 0; m < mr; ++m) {
               a[m] = m < rest ? static_cast<const void*>(dy_row + (full_tiles * mr + m) * K)
                               : static_cast<const void*>(zeros.data());
             }
-            gk.indirect[kind](1, a, &b, K, tail, false);
+            kernels.indirect[kind](1, a, &b, K, tail, false);
             for (int64_t m = 0; m < rest; ++m) {
               std::copy(tail + m * nb, tail + (m + 1) * nb,
                         contrib + (full_tiles * mr + m) * width + cb * nb);
@@ -96,9 +137,7 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
           const int64_t step = g.stride_cols * FI;
           float* r = row + (lo[kw] * g.stride_cols - g.pad_left + kw * g.dilation_cols) * FI;
           const float* c = contrib + lo[kw] * width + kw * FI;
-          for (int64_t ow = lo[kw]; ow < hi[kw]; ++ow, r += step, c += width) {
-            for (int64_t ci = 0; ci < FI; ++ci) r[ci] += c[ci];
-          }
+          AddTap(FI, hi[kw] - lo[kw], c, width, r, step);
         }
       }
       WriteOut(row, g.in_cols * FI, dx + (n * g.in_rows + ih) * g.in_cols * FI);
