@@ -352,9 +352,6 @@ void FilterSpace(const Add& add) {
     add({"filter plan", 1, size, size, 4, 3, 3, 4, 4, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kFilter});
     add({"filter plan", 1, size, size, 4, 3, 3, 1, 4, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kFilter});
   }
-  // A depthwise filter gradient past kDepthwiseWholeRowBytes (32 MiB of x and dy) in every
-  // element type (the cases above stay under it), over channel blocks of two widths and a
-  // scalar remainder.
   // Half and bfloat16 filter gradients with merged filter columns run on float copies of
   // chunks of images (4 MiB of x and dy as float, at least one image): three images of
   // 480 x 480, 2 -> 3 channels (4.6 MB each), one per chunk, in both layouts.
@@ -362,6 +359,9 @@ void FilterSpace(const Add& add) {
     add({"filter widened chunks", 3, 480, 480, 2, 3, 3, 2, 3, Attrs(1, 1, 1, 1, Padding::kSame),
          layout, kFilter});
   }
+  // A depthwise filter gradient past kDepthwiseWholeRowBytes (32 MiB of x and dy) in every
+  // element type (the cases above stay under it), over channel blocks of two widths and a
+  // scalar remainder.
   add({"depthwise whole rows", 2, 300, 300, 53, 3, 3, 1, 53, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC,
        kFilter});
 }

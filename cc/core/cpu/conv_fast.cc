@@ -142,8 +142,8 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   const int64_t blocks = CeilDiv(dst_group, nb);
   // bfloat16 with AVX-512 BF16: dot products of bfloat16 pairs along the reduction, on a
   // panel that keeps the filter in bfloat16 pairs (half a float per value).
-  const bool pairs = kind == kElemBF16 && table.gemm_bf16_pairs != nullptr;
-  const GemmKernel& kernels = pairs ? table.gemm_bf16_pairs[&gk - table.gemm] : gk;
+  const GemmKernel& kernels = GemmFor(gk, kind);
+  const bool pairs = &kernels != &gk;
   const int64_t rows = pairs ? CeilDiv(src_group, 2) * 2 : src_group;  // panel rows per tap
   const int64_t row_floats = pairs ? nb / 2 : nb;
   // A 1x1 filter at stride 1 without padding reads each computed pixel's own source pixel:

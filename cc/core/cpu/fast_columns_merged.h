@@ -58,9 +58,8 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
   const int64_t nb = gk.nb, mr = gk.mr, blocks = CeilDiv(columns, nb), width = blocks * nb;
   // bfloat16 with AVX-512 BF16: dot products of bfloat16 pairs along K, on a panel that keeps
   // the filter in pairs (rows k and k + 1 in one 32-bit slot), as the indirect pass does.
-  const KernelTable& table = Kernels();
-  const bool pairs = kind == kElemBF16 && table.gemm_bf16_pairs != nullptr;
-  const GemmKernel& kernels = pairs ? table.gemm_bf16_pairs[&gk - table.gemm] : gk;
+  const GemmKernel& kernels = GemmFor(gk, kind);
+  const bool pairs = &kernels != &gk;
   const int64_t panel_rows = pairs ? CeilDiv(K, 2) : K;
   // A panel per (filter row, column block), its rows nb slots apart as the micro-kernels
   // read them: panel[((kh * blocks + cb) * panel_rows + k) * nb + j] = w[kh][kw][ci][k] for

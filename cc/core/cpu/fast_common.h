@@ -191,6 +191,15 @@ void Widen(const T* src, int64_t n, float* dst, const ParallelFor& parallel_for)
   });
 }
 
+// The kernels a GEMM over activations of element kind `kind` runs on, given the float
+// table's tile `gk`: for bfloat16 where the processor has AVX-512 BF16, the pair table's
+// entry of the same tile (its operands hold bfloat16 pairs along the reduction), else gk.
+inline const GemmKernel& GemmFor(const GemmKernel& gk, int kind) {
+  const KernelTable& table = Kernels();
+  if (kind != kElemBF16 || table.gemm_bf16_pairs == nullptr) return gk;
+  return table.gemm_bf16_pairs[&gk - table.gemm];
+}
+
 // The gemm micro-kernel whose column width wastes the fewest lanes on `columns` (ties go
 // to the wider one).
 inline const GemmKernel& PickGemm(int64_t columns) {

@@ -116,10 +116,10 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
   // bfloat16 where the processor has AVX-512 BF16: the packed operands hold bfloat16 pairs of
   // consecutive packed pixels (the second zero past an odd count), reduced by dot products.
   const KernelTable& table = Kernels();
-  const bool pairs = std::is_same_v<T, Eigen::bfloat16> && table.gemm_bf16_pairs != nullptr;
+  const GemmKernel& kernels = GemmFor(gk, KindOf<T>());
+  const bool pairs = &kernels != &gk;
   // The pair table's strided kernels have the float table's rows.
-  const GemmStridedFn strided =
-      (pairs ? table.gemm_bf16_pairs[&gk - table.gemm] : gk).strided[plan.strided].fn;
+  const GemmStridedFn strided = kernels.strided[plan.strided].fn;
   const PackHalvesFn pack_halves = table.pack_halves;
   const int64_t col_blocks = g.filter_cols / plan.merged_cols;
   const int64_t Q = plan.merged_cols * FI;  // GEMM rows of a unit: (column in block, channel)
