@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <random>
 #include <string>
 #include <utility>
@@ -49,6 +50,21 @@ namespace {
 enum Direction { kForward = 1, kInput = 2, kFilter = 4, kAll = 7 };
 
 bool plant_fault = false;
+
+// An allocator of 64-byte aligned arrays.
+template <typename T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <typename U>
+  Aligned64(const Aligned64<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <typename U>
+  bool operator==(const Aligned64<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const Aligned64<U>&) const { return false; }
+};
 
 struct Spec {
   const char* space;
@@ -333,6 +349,14 @@ void DepthwiseSpace(const Add& add) {
       }
     }
   }
+  // Past kDepthwiseMemoryBytes (32 MiB of source and output), float outputs whose channel
+  // blocks are whole cache lines go out through non-temporal stores: column strides 1 and 2,
+  // over channel blocks of two widths.
+  for (int64_t stride : {1, 2}) {
+    const int64_t size = stride == 1 ? 250 : 280;
+    add({"depthwise streamed", 2, size, size, 48, 3, 3, 1, 48, Attrs(stride, stride, 1, 1, Padding::kSame),
+         Layout::kNHWC, kForward | kInput});
+  }
 }
 
 // The filter gradient's plan: accumulators bounded to 64K floats (in-depth 27 merged over 9
@@ -359,7 +383,7 @@ void FilterSpace(const Add& add) {
     add({"filter widened chunks", 3, 480, 480, 2, 3, 3, 2, 3, Attrs(1, 1, 1, 1, Padding::kSame),
          layout, kFilter});
   }
-  // A depthwise filter gradient past kDepthwiseWholeRowBytes (32 MiB of x and dy) in every
+  // A depthwise filter gradient past kDepthwiseMemoryBytes (32 MiB of x and dy) in every
   // element type (the cases above stay under it), over channel blocks of two widths and a
   // scalar remainder.
   add({"depthwise whole rows", 2, 300, 300, 53, 3, 3, 1, 53, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC,
@@ -658,7 +682,8 @@ class Runner {
   void CheckOnce(const Spec& s, const ConvGeometry& g, const char* direction, int64_t size,
                  int64_t products, const Scale& scale, const Op& op, bool exact) {
     ++stats_->runs;
-    std::vector<T> fast(size, static_cast<T>(12345.0f)), split(size, static_cast<T>(-777.0f));
+    // Aligned as TensorFlow's allocator aligns tensors (the non-temporal stores ask for it).
+    std::vector<T, Aligned64<T>> fast(size, static_cast<T>(12345.0f)), split(size, static_cast<T>(-777.0f));
     const ParallelFor serial = SerialFor, reversed = ReversedRanges;
     const uint64_t before = WinogradCount();
     if (!op(fast.data(), serial)) return Fail(s, g, direction, TypeInfo<T>::name, "the fast kernel did not apply");

@@ -57,6 +57,7 @@ namespace cpu {
   X(kDepthwiseEdges, "depthwise/edge pixels through the indirect kernel")                     \
   X(kDepthwiseScalar, "depthwise/channels past the last vector block")                        \
   X(kDepthwiseNoTap, "depthwise/pixel class that no tap reaches")                             \
+  X(kDepthwiseStreamed, "depthwise/float output through non-temporal stores")                  \
   X(kNchwCopies, "NCHW through NHWC copies")                                                  \
   X(kNchwChunks, "NCHW in several chunks of images")                                          \
   X(kFilterGemm, "backprop filter/gemm")                                                      \

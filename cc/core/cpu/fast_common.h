@@ -12,6 +12,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
 #include "cc/core/cpu/conv_cpu.h"
 #include "cc/core/cpu/coverage.h"
@@ -71,6 +75,49 @@ void WriteOut(const float* c, int64_t n, T* out) {
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(c[i]);
   }
 }
+
+// out[i] = c[i] for i < n through non-temporal stores, which write whole cache lines without
+// reading them first: for outputs far larger than the caches, written once and not read back
+// by the pass. out 16-byte aligned and n a multiple of 4 (a plain copy without SSE2). Stores
+// issued this way are ordered only by StreamFence(), which a work range calls before it ends.
+inline void StreamOut(const float* c, int64_t n, float* out) {
+#if defined(__SSE2__)
+  for (int64_t i = 0; i < n; i += 4) _mm_stream_ps(out + i, _mm_loadu_ps(c + i));
+#else
+  std::copy(c, c + n, out);
+#endif
+}
+
+inline void StreamFence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+// Rows that a thread's next unit of work reads from memory, fetched into the L2 cache a
+// share at a time while the current unit runs, so that the next one finds them there rather
+// than waiting on each line. Rows past the first kMax are left to the hardware.
+class AheadRows {
+ public:
+  void Clear() { count_ = 0; }
+  void Add(const void* row, int64_t bytes) {
+    if (count_ == kMax) return;
+    row_[count_] = static_cast<const char*>(row), bytes_[count_] = bytes, fetched_[count_++] = 0;
+  }
+  // Fetches each row up to its share done / total (whole at done == total).
+  void FetchTo(int64_t done, int64_t total) {
+    for (int i = 0; i < count_; ++i) {
+      const int64_t upto = done >= total ? bytes_[i] : bytes_[i] * done / total;
+      for (; fetched_[i] < upto; fetched_[i] += 64) __builtin_prefetch(row_[i] + fetched_[i], 0, 2);
+    }
+  }
+
+ private:
+  static constexpr int kMax = 8;
+  const char* row_[kMax];
+  int64_t bytes_[kMax], fetched_[kMax];
+  int count_ = 0;
+};
 
 // Per-thread scratch that outlives a call, so that work ranges do not allocate: it grows to
 // the largest size asked for on its thread and is reused. `Slot` tells buffers apart.

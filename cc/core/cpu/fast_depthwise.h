@@ -21,6 +21,17 @@ namespace tf_ops {
 namespace cpu {
 namespace fast {
 
+// Depthwise operands (source and output, or x and dy) together larger than this (more than a
+// server's L3 cache holds) come from memory and go back to it:
+// - the forward and backprop input passes write such float outputs through non-temporal
+//   stores (at 32 x 56 x 56 x 128, 8.4 ms -> 6.5 ms for backprop input);
+// - filter-gradient units read such rows whole, through every channel block. A unit per
+//   channel block reads a part of every cache line, and the memory's prefetching fetched the
+//   rest as well: at 32 x 56 x 56 x 128 that took 9.9 ms against 8.0 ms for whole rows.
+//   Smaller ones, read from the caches, run a unit per channel block (at 1 x 112 x 112 x 96,
+//   0.61 ms against 0.67 ms).
+inline constexpr double kDepthwiseMemoryBytes = 32.0 * (1 << 20);
+
 // Bytes of source (through every filter row) that one group of depthwise tiles reads.
 inline constexpr int64_t kDepthwiseGroupBytes = 16 * 1024;
 
@@ -141,6 +152,21 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
   for (int64_t c = 0; c < dh.classes(); ++c) dh.Candidates(c, &row_taps[c], &row_bases[c]);
   const std::vector<T> zeros(max_nb, T(0.0f));
   const int64_t pixel_step = dw.mult() * C;
+  // Float outputs far larger than the caches, in whole cache lines per channel block, go out
+  // through non-temporal stores: each pixel is written once, and a plain store would first
+  // read its line from memory.
+  bool stream = false;
+  if constexpr (std::is_same_v<T, float>) {
+    stream = OperandBytes(g, sizeof(T)) > kDepthwiseMemoryBytes && C % 16 == 0 &&
+             reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+    if (stream) Note(Path::kDepthwiseStreamed);
+  }
+  const auto put = [stream](const float* c, int64_t n, T* out) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (stream) return StreamOut(c, n, out);
+    }
+    WriteOut(c, n, out);
+  };
 
   parallel_for(g.batch * dh.size, Cost(2.0 * dw.size * C * taps / (dh.step() * dw.step())),
                [&](int64_t begin, int64_t end) {
@@ -154,15 +180,35 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
     // order.
     int64_t* const tap_offset = Scratch<int64_t, 20>(taps);
     const float** const b_rows = Scratch<const float*, 21>(nblocks * taps);
-    for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t n = unit / dh.size, r = unit % dh.size;
-      const int64_t rc = r % dh.step(), i = r / dh.step();
-      // The source rows this row reads, and through which filter rows.
-      int64_t rows = 0;
+    int64_t* const next_rows = Scratch<int64_t, 26>(g.filter_rows);
+    int64_t* const next_filter_rows = Scratch<int64_t, 27>(g.filter_rows);
+    AheadRows ahead;
+    // The source rows unit u reads (image n), into rows[], and through which filter rows.
+    const auto source_rows = [&](int64_t u, int64_t* rows, int64_t* filter_rows) {
+      const int64_t r = u % dh.size, rc = r % dh.step(), i = r / dh.step();
+      int64_t count = 0;
       for (size_t t = 0; t < row_taps[rc].size(); ++t) {
         const int64_t s = row_bases[rc][t] + i * dh.mult();
-        if (s >= 0 && s < dh.src_size) src_rows[rows] = s, tap_rows[rows++] = row_taps[rc][t];
+        if (s >= 0 && s < dh.src_size) rows[count] = s, filter_rows[count++] = row_taps[rc][t];
       }
+      return count;
+    };
+    const int64_t row_bytes = dw.src_size * C * static_cast<int64_t>(sizeof(T));
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t n = unit / dh.size, r = unit % dh.size;
+      const int64_t rows = source_rows(unit, src_rows, tap_rows);
+      // The source rows that the thread's next unit reads and this one does not come from
+      // memory: they are fetched while this row is computed, a share after each group.
+      ahead.Clear();
+      if (unit + 1 < end) {
+        const int64_t n2 = (unit + 1) / dh.size;
+        const int64_t next = source_rows(unit + 1, next_rows, next_filter_rows);
+        for (int64_t t = 0; t < next; ++t) {
+          if (n2 == n && std::find(src_rows, src_rows + rows, next_rows[t]) != src_rows + rows) continue;
+          ahead.Add(src + (n2 * dh.src_size + next_rows[t]) * dw.src_size * C, row_bytes);
+        }
+      }
+      int64_t done_pixels = 0;
       T* const out_row = dst + (n * dh.size + r) * dw.size * C;
       for (int64_t cw = 0; cw < dw.classes(); ++cw) {
         const ColumnClass& cc = column_classes[cw];
@@ -206,7 +252,9 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
             }
             float* c = cbuf;
             int64_t ldc = dk.nb;
-            if constexpr (std::is_same_v<T, float>) c = out_pixel(p0) + blk.begin, ldc = dw.step() * C;
+            if constexpr (std::is_same_v<T, float>) {
+              if (!stream) c = out_pixel(p0) + blk.begin, ldc = dw.step() * C;
+            }
             if (by_rows) {
               Note(Path::kDepthwiseRowKernel);
               NoteKernel(dk.row[dw.mult() - 1][cols - 1][kind]);
@@ -217,12 +265,11 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
               NoteKernel(dk.affine[kind]);
               dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count, c, ldc, false);
             }
-            if constexpr (!std::is_same_v<T, float>) {
-              for (int64_t m = 0; m < pixels; ++m) {
-                WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(p0 + m) + blk.begin);
-              }
+            if (c == cbuf) {
+              for (int64_t m = 0; m < pixels; ++m) put(cbuf + m * dk.nb, dk.nb, out_pixel(p0 + m) + blk.begin);
             }
           }
+          ahead.FetchTo(done_pixels += pixels, dw.size);
         }
         // The other members, e < rest in order, in tiles of the indirect kernel: taps outside
         // the source, and lanes past the last member, read zeros.
@@ -259,22 +306,16 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
             NoteKernel(dk.indirect[kind]);
             dk.indirect[kind](count, a, b + k * count, cbuf, false);
             for (int64_t m = 0; m < valid; ++m) {
-              WriteOut(cbuf + m * dk.nb, dk.nb, out_pixel(member(e0 + m)) + blk.begin);
+              put(cbuf + m * dk.nb, dk.nb, out_pixel(member(e0 + m)) + blk.begin);
             }
           }
         }
       }
+      ahead.FetchTo(1, 1);
     }
+    if (stream) StreamFence();
   });
 }
-
-// Depthwise filter gradients whose x and dy together exceed this many bytes (more than a
-// server's L3 cache holds) come from memory: their units read rows whole, through every
-// channel block. A unit per channel block reads a part of every cache line, and the
-// memory's prefetching fetched the rest as well: at 32 x 56 x 56 x 128 that took 9.9 ms
-// against 8.0 ms for whole rows. Smaller ones, read from the caches, run a unit per channel
-// block (at 1 x 112 x 112 x 96, 0.61 ms against 0.67 ms).
-inline constexpr double kDepthwiseWholeRowBytes = 32.0 * (1 << 20);
 
 // Depthwise: a unit is a slice of the rows, through every channel block (`whole_rows`) or
 // through one (`block_units` units a slice, one per channel block, or one for whole rows).
@@ -286,7 +327,7 @@ struct DepthwiseFilterPlan {
 inline DepthwiseFilterPlan PlanDepthwiseFilter(const ConvGeometry& g, int64_t element_size) {
   DepthwiseFilterPlan p;
   const int64_t blocks = static_cast<int64_t>(DepthwiseBlocks(g.in_depth).size());
-  p.whole_rows = OperandBytes(g, element_size) > kDepthwiseWholeRowBytes;
+  p.whole_rows = OperandBytes(g, element_size) > kDepthwiseMemoryBytes;
   p.block_units = p.whole_rows ? 1 : blocks;
   p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows, CeilDiv(kMinUnits, p.block_units)));
   p.units = p.slices * p.block_units;
@@ -315,6 +356,7 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan,
                [&](int64_t begin, int64_t end) {
     // local[(k * taps + t) * max_nb + j]: block k's channel j through tap t.
     float* const local = Scratch<float, 18>(count * taps * max_nb);
+    AheadRows ahead;
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t slice = unit / plan.block_units;
       // The unit's channel blocks [k0, k1).
@@ -332,16 +374,34 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan,
       for (int64_t row = row0; row < row1; ++row) {
         const int64_t n = row / g.out_rows, oh = row % g.out_rows;
         const T* dy_row = dy + (n * g.out_rows + oh) * g.out_cols * C;
+        // Read from memory (whole rows): the next row's dy, and the x rows it reads that this
+        // one does not, are fetched while this row runs, a share after each tap.
+        const auto x_row_of = [&](int64_t row_n, int64_t row_oh, int64_t kh) -> const T* {
+          const int64_t ih = row_oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+          return ih < 0 || ih >= g.in_rows ? nullptr : x + (row_n * g.in_rows + ih) * g.in_cols * C;
+        };
+        ahead.Clear();
+        if (plan.whole_rows && row + 1 < row1) {
+          const int64_t n2 = (row + 1) / g.out_rows, oh2 = (row + 1) % g.out_rows;
+          ahead.Add(dy_row + g.out_cols * C, g.out_cols * C * static_cast<int64_t>(sizeof(T)));
+          for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+            const T* next = x_row_of(n2, oh2, kh);
+            bool read = next == nullptr;
+            for (int64_t k = 0; k < g.filter_rows && !read; ++k) read = x_row_of(n, oh, k) == next;
+            if (!read) ahead.Add(next, g.in_cols * C * static_cast<int64_t>(sizeof(T)));
+          }
+        }
         for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
-          const int64_t ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
-          if (ih < 0 || ih >= g.in_rows) continue;
-          const T* x_row = x + (n * g.in_rows + ih) * g.in_cols * C;
-          for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
-            const int64_t len = hi[kw] - lo[kw];
-            if (len <= 0) continue;
-            const int64_t iw_lo = lo[kw] * g.stride_cols - g.pad_left + kw * g.dilation_cols;
-            for (int64_t k = k0; k < k1; ++k) {
-              const DepthwiseBlock& blk = blocks[k];
+          const T* x_row = x_row_of(n, oh, kh);
+          if (x_row == nullptr) continue;
+          // Each channel block through the row's taps in turn, so that its parts of the x and
+          // dy rows stay in the L1 cache across the taps.
+          for (int64_t k = k0; k < k1; ++k) {
+            const DepthwiseBlock& blk = blocks[k];
+            for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+              const int64_t len = hi[kw] - lo[kw];
+              if (len <= 0) continue;
+              const int64_t iw_lo = lo[kw] * g.stride_cols - g.pad_left + kw * g.dilation_cols;
               const T* a = x_row + iw_lo * C + blk.begin;
               const T* b = dy_row + lo[kw] * C + blk.begin;
               float* l = local + (k * taps + kh * g.filter_cols + kw) * max_nb;
@@ -359,9 +419,11 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan,
                   l[j] = sum;
                 }
               }
+              ahead.FetchTo((kh * (k1 - k0) + k - k0) * g.filter_cols + kw + 1, taps * (k1 - k0));
             }
           }
         }
+        ahead.FetchTo(1, 1);
       }
       for (int64_t k = k0; k < k1; ++k) {
         for (int64_t t = 0; t < taps; ++t) {
