@@ -152,13 +152,13 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
   for (int64_t c = 0; c < dh.classes(); ++c) dh.Candidates(c, &row_taps[c], &row_bases[c]);
   const std::vector<T> zeros(max_nb, T(0.0f));
   const int64_t pixel_step = dw.mult() * C;
-  // Float outputs far larger than the caches, in whole cache lines per channel block, go out
-  // through non-temporal stores: each pixel is written once, and a plain store would first
-  // read its line from memory.
+  // Operands far larger than the caches: the source rows are fetched a row ahead, and float
+  // outputs in whole cache lines per channel block go out through non-temporal stores (each
+  // pixel is written once, and a plain store would first read its line from memory).
+  const bool from_memory = OperandBytes(g, sizeof(T)) > kDepthwiseMemoryBytes;
   bool stream = false;
   if constexpr (std::is_same_v<T, float>) {
-    stream = OperandBytes(g, sizeof(T)) > kDepthwiseMemoryBytes && C % 16 == 0 &&
-             reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+    stream = from_memory && C % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
     if (stream) Note(Path::kDepthwiseStreamed);
   }
   const auto put = [stream](const float* c, int64_t n, T* out) {
@@ -197,10 +197,10 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t n = unit / dh.size, r = unit % dh.size;
       const int64_t rows = source_rows(unit, src_rows, tap_rows);
-      // The source rows that the thread's next unit reads and this one does not come from
-      // memory: they are fetched while this row is computed, a share after each group.
+      // From memory, the source rows that the thread's next unit reads and this one does not
+      // are fetched while this row is computed, a share after each group.
       ahead.Clear();
-      if (unit + 1 < end) {
+      if (from_memory && unit + 1 < end) {
         const int64_t n2 = (unit + 1) / dh.size;
         const int64_t next = source_rows(unit + 1, next_rows, next_filter_rows);
         for (int64_t t = 0; t < next; ++t) {
