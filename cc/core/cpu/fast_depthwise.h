@@ -181,15 +181,17 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
     int64_t* const tap_offset = Scratch<int64_t, 20>(taps);
     const float** const b_rows = Scratch<const float*, 21>(nblocks * taps);
     int64_t* const next_rows = Scratch<int64_t, 26>(g.filter_rows);
-    int64_t* const next_filter_rows = Scratch<int64_t, 27>(g.filter_rows);
     AheadRows ahead;
-    // The source rows unit u reads (image n), into rows[], and through which filter rows.
+    // The source rows unit u reads (in its image), into rows[], and through which filter rows
+    // (into filter_rows[] where given); returns their count.
     const auto source_rows = [&](int64_t u, int64_t* rows, int64_t* filter_rows) {
       const int64_t r = u % dh.size, rc = r % dh.step(), i = r / dh.step();
       int64_t count = 0;
       for (size_t t = 0; t < row_taps[rc].size(); ++t) {
         const int64_t s = row_bases[rc][t] + i * dh.mult();
-        if (s >= 0 && s < dh.src_size) rows[count] = s, filter_rows[count++] = row_taps[rc][t];
+        if (s < 0 || s >= dh.src_size) continue;
+        if (filter_rows != nullptr) filter_rows[count] = row_taps[rc][t];
+        rows[count++] = s;
       }
       return count;
     };
@@ -202,7 +204,7 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
       ahead.Clear();
       if (from_memory && unit + 1 < end) {
         const int64_t n2 = (unit + 1) / dh.size;
-        const int64_t next = source_rows(unit + 1, next_rows, next_filter_rows);
+        const int64_t next = source_rows(unit + 1, next_rows, nullptr);
         for (int64_t t = 0; t < next; ++t) {
           if (n2 == n && std::find(src_rows, src_rows + rows, next_rows[t]) != src_rows + rows) continue;
           ahead.Add(src + (n2 * dh.src_size + next_rows[t]) * dw.src_size * C, row_bytes);
@@ -357,6 +359,11 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan,
     // local[(k * taps + t) * max_nb + j]: block k's channel j through tap t.
     float* const local = Scratch<float, 18>(count * taps * max_nb);
     AheadRows ahead;
+    // The x row that dy row (row_n, row_oh) reads through filter row kh, or null.
+    const auto x_row_of = [&](int64_t row_n, int64_t row_oh, int64_t kh) -> const T* {
+      const int64_t ih = row_oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+      return ih < 0 || ih >= g.in_rows ? nullptr : x + (row_n * g.in_rows + ih) * g.in_cols * C;
+    };
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t slice = unit / plan.block_units;
       // The unit's channel blocks [k0, k1).
@@ -376,10 +383,6 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan,
         const T* dy_row = dy + (n * g.out_rows + oh) * g.out_cols * C;
         // Read from memory (whole rows): the next row's dy, and the x rows it reads that this
         // one does not, are fetched while this row runs, a share after each tap.
-        const auto x_row_of = [&](int64_t row_n, int64_t row_oh, int64_t kh) -> const T* {
-          const int64_t ih = row_oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
-          return ih < 0 || ih >= g.in_rows ? nullptr : x + (row_n * g.in_rows + ih) * g.in_cols * C;
-        };
         ahead.Clear();
         if (plan.whole_rows && row + 1 < row1) {
           const int64_t n2 = (row + 1) / g.out_rows, oh2 = (row + 1) % g.out_rows;
