@@ -167,53 +167,67 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
     banded = false;
   }
   const bool reversed = banded && !forward;
-  const bool merge = banded && G == 1 && g.dilation_cols == 1 && rows == src_group &&
+  const bool merge = banded && G == 1 && g.dilation_cols == 1 &&
                      taps * rows * row_floats <= kPanelFloats;
+  // A merged filter row's taps are one reduction of filter_cols * src_group rows, in the
+  // order of their slots (RunBanded): row s * src_group + r of filter row th is row r of the
+  // tap in slot th * filter_cols + s, and its panel starts at that row's first slot. In pairs
+  // with an odd src_group, a pair straddles two taps.
+  if (merge && pairs && src_group % 2 == 1) Note(Path::kBandedMergedStraddling);
+  const int64_t unit_taps = merge ? g.filter_cols : 1;  // taps packed by one unit
   // panel[((grp * blocks + cb) * taps + FilterSlot(t)) * rows + r][j], as floats or
-  // bfloat16 pairs; each unit below clears its part first, so the workspace needs no
-  // clearing of its own.
+  // bfloat16 pairs (merged: as above); each unit below clears its part first, so the
+  // workspace needs no clearing of its own.
   Workspace panel_space(G * blocks * taps * rows * row_floats * sizeof(float));
   float* const panel = panel_space.data<float>();
-  // Packed in parallel, a unit per (group, tap, column block): a large filter takes as long
-  // to pack as a small batch takes to convolve. Loops run along w's contiguous axis (k:
-  // columns forward, rows backward), and a thread's consecutive units along its rows.
-  parallel_for(G * blocks * taps, 2 * rows * nb, [&](int64_t begin, int64_t end) {
+  // Packed in parallel, a unit per (group, tap or merged filter row, column block): a large
+  // filter takes as long to pack as a small batch takes to convolve. Loops run along w's
+  // contiguous axis (k: columns forward, rows backward), and a thread's consecutive units
+  // along its rows.
+  const int64_t pack_units = taps / unit_taps;
+  parallel_for(G * blocks * pack_units, 2 * unit_taps * rows * nb, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t grp = unit / (blocks * taps), t = unit / blocks % taps, cb = unit % blocks;
-      const int64_t slot = FilterSlot(t, g.filter_cols, reversed);
-      float* const out = panel + ((grp * blocks + cb) * taps + slot) * rows * row_floats;
+      const int64_t grp = unit / (blocks * pack_units), pu = unit / blocks % pack_units;
+      const int64_t cb = unit % blocks;
+      const int64_t first = merge ? pu * unit_taps : FilterSlot(pu, g.filter_cols, reversed);
+      float* const out = panel + ((grp * blocks + cb) * taps + first) * rows * row_floats;
       const int64_t width = std::min<int64_t>(nb, dst_group - cb * nb);  // valid columns
-      // Panel row r, column j is w[t][ci][k] with, forward, (ci, k) = (r, grp*Kg + cb*nb + j)
-      // and, backprop input, (cb*nb + j, grp*Kg + r); zero past the group's rows and columns.
-      // Floats: row r at out + r * nb. Pairs: the 32-bit slot (p, j) holds rows 2p (low
-      // half) and 2p + 1.
-      std::fill(out, out + rows * row_floats, 0.0f);
+      std::fill(out, out + unit_taps * rows * row_floats, 0.0f);
       uint32_t* const out32 = reinterpret_cast<uint32_t*>(out);
       const auto bits = [](const T& v) {
         uint16_t h;
         std::memcpy(&h, &v, 2);
         return uint32_t{h};
       };
-      if (forward) {
-        const T* const in = w + t * FI * K + grp * Kg + cb * nb;  // row r at in + r * K
-        for (int64_t r = 0; r < src_group; ++r) {
-          const T* row = in + r * K;
-          if (pairs) {
-            // The bits of a bfloat16 are its first (and only) member, a uint16_t.
-            table.pack_halves(reinterpret_cast<const uint16_t*>(row), width, out32 + r / 2 * nb,
-                              r % 2 == 1);
-          } else {
-            for (int64_t j = 0; j < width; ++j) out[r * nb + j] = static_cast<float>(row[j]);
-          }
-        }
-      } else {
-        for (int64_t j = 0; j < width; ++j) {
-          const T* const in = w + (t * FI + cb * nb + j) * K + grp * Kg;  // row r at in[r]
+      for (int64_t t = pu * unit_taps; t < (pu + 1) * unit_taps; ++t) {
+        // Row m = s * src_group + r of the unit's panel, column j, is w[t][ci][k] with,
+        // forward, (ci, k) = (r, grp*Kg + cb*nb + j) and, backprop input, (cb*nb + j,
+        // grp*Kg + r); zero past the group's rows and columns. Floats: row m at out + m * nb.
+        // Pairs: the 32-bit slot (p, j) holds rows 2p (low half) and 2p + 1.
+        const int64_t m0 = (FilterSlot(t, g.filter_cols, reversed) - first) * src_group;
+        if (forward) {
+          const T* const in = w + t * FI * K + grp * Kg + cb * nb;  // row r at in + r * K
           for (int64_t r = 0; r < src_group; ++r) {
+            const T* row = in + r * K;
+            const int64_t m = m0 + r;
             if (pairs) {
-              out32[r / 2 * nb + j] |= bits(in[r]) << (r % 2 * 16);
+              // The bits of a bfloat16 are its first (and only) member, a uint16_t.
+              table.pack_halves(reinterpret_cast<const uint16_t*>(row), width,
+                                out32 + m / 2 * nb, m % 2 == 1);
             } else {
-              out[r * nb + j] = static_cast<float>(in[r]);
+              for (int64_t j = 0; j < width; ++j) out[m * nb + j] = static_cast<float>(row[j]);
+            }
+          }
+        } else {
+          for (int64_t j = 0; j < width; ++j) {
+            const T* const in = w + (t * FI + cb * nb + j) * K + grp * Kg;  // row r at in[r]
+            for (int64_t r = 0; r < src_group; ++r) {
+              const int64_t m = m0 + r;
+              if (pairs) {
+                out32[m / 2 * nb + j] |= bits(in[r]) << (m % 2 * 16);
+              } else {
+                out[m * nb + j] = static_cast<float>(in[r]);
+              }
             }
           }
         }
