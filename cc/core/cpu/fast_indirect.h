@@ -344,10 +344,13 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
           kernel(1, count, a, 0, b, len, col.width, c, nb, k > 0);
         }
       }
-      for (int64_t q = 0; q < tiles * mr; ++q) {
-        if (dst_pixel[q] < 0 || stored[q / mr]) continue;
-        T* out = dst + dst_pixel[q] * dst_channels + col.dst_offset;
-        WriteOut(cbuf + q * nb, col.width, out);
+      // Tiles written in place are skipped whole (no division per pixel).
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        if (stored[tile]) continue;
+        for (int64_t q = tile * mr; q < (tile + 1) * mr; ++q) {
+          if (dst_pixel[q] < 0) continue;
+          WriteOut(cbuf + q * nb, col.width, dst + dst_pixel[q] * dst_channels + col.dst_offset);
+        }
       }
     }
   });
