@@ -205,6 +205,58 @@ class NarrowingTest(tf.test.TestCase):
             self.assertGreater(int(count), 60000, f"{isa} {dtype}")
             self.assertEqual(int(mismatches), 0, f"{isa} {dtype}")
 
+    def test_bfloat16_gemm_results_round_as_eigen(self):
+        # The bfloat16 GEMMs round their float sums in the micro-kernel (with AVX-512 BF16,
+        # through vcvtne2ps2bf16 unless a lane is a NaN or denormal). A 1x1 layer with a filter
+        # of ones sums three bfloat16 pieces of a float (its top, middle and low 8 significant
+        # bits: every partial sum exact), so each output is that float rounded: compared bit
+        # for bit with TensorFlow's (Eigen's) cast, over the driver's kinds of values (specials,
+        # rounding ties, a sweep of bit patterns) for the 16-, 32- and 64-column tiles. On a
+        # processor without AVX-512 BF16 this checks the conversions that run there instead.
+        specials = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000,
+                    0x7F800001, 0x7FBFFFFF, 0xFF812345, 0x7F7FFFFF, 0xFF7FFFFF, 0x0C800000,
+                    0x477FE000, 0x477FF000, 0x477FEFFF, 0x38800000, 0x3F808000, 0x3F818000]
+        hi = np.arange(0, 0x10000, 97, dtype=np.uint32)
+        lo = np.array([0x7FFF, 0x8000, 0x8001, 0x18000, 0x0FFF, 0x1000, 0x1001, 0x3000],
+                      dtype=np.uint32)
+        ties = ((hi[:, None] << 16) ^ lo[None, :]).ravel()
+        sweep = np.arange(0, 1 << 32, 65537, dtype=np.uint64).astype(np.uint32)
+        bits = np.concatenate([np.array(specials, np.uint32), ties, sweep])
+        exponent = (bits >> 23) & 0xFF
+        finite = exponent < 255
+        # Every piece a normal bfloat16 (vdpbf16ps reads denormals as zero), or all zero.
+        keep = (exponent >= 25) | ((bits & 0x7FFFFFFF) == 0)
+        bits = bits[keep]
+        finite = finite[keep]
+        value = bits.view(np.float32)
+        # A NaN's top piece is a NaN too (its payload may sit in the low bits alone).
+        top_bits = np.where(np.isnan(value), bits | 0x00400000, bits) & 0xFFFF0000
+        top = top_bits.astype(np.uint32).view(np.float32)
+        rest = np.where(finite, value - top, np.float32(0)).astype(np.float32)
+        middle = (rest.view(np.uint32) & 0xFFFF0000).view(np.float32)
+        low = (rest - middle).astype(np.float32)
+        pieces = np.stack([top, middle, low], axis=-1)
+        self.assertTrue(np.array_equal((pieces.view(np.uint32) & 0xFFFF), np.zeros_like(pieces, np.uint32)))
+        # The sums start from +0, so a -0 sums to +0.
+        expected_sum = np.where(finite, (top + middle) + low, value).astype(np.float32)
+        expected_sum[expected_sum == 0] = 0.0
+        expected = tf.bitcast(tf.cast(tf.constant(expected_sum), tf.bfloat16), tf.uint16).numpy()
+        # A NaN becomes the quiet NaN of its sign (tf.cast drops the sign; Eigen's scalar
+        # conversion, which the direct loops use, keeps it).
+        nan = np.isnan(value)
+        expected[nan] = (bits[nan] >> 16) & 0x8000 | 0x7FC0
+        x = tf.bitcast(tf.constant((pieces.view(np.uint32) >> 16).astype(np.uint16)), tf.bfloat16)
+        x = tf.reshape(x, [1, 1, -1, 3])
+        for k in (16, 32, 64):
+            y = tf_ops.conv2d(x, tf.ones([1, 1, 3, k], tf.bfloat16), 1, "VALID")
+            got = tf.bitcast(y, tf.uint16).numpy().reshape(-1, k)
+            for j in (0, k - 1):
+                wrong = np.nonzero(got[:, j] != expected)[0]
+                self.assertEqual(wrong.size, 0, f"{k} columns: {wrong.size} of {len(expected)} differ, "
+                                 f"e.g. 0x{bits[wrong[:1]][0] if wrong.size else 0:08x} -> "
+                                 f"0x{got[wrong[:1], j][0] if wrong.size else 0:04x}, "
+                                 f"Eigen 0x{expected[wrong[:1]][0] if wrong.size else 0:04x}")
+
 
 if __name__ == "__main__":
     tf.test.main()
