@@ -62,6 +62,8 @@ def available_isas():
         isas.append("avx512")
         if " avx512_bf16" in flags:
             isas.append("avx512_bf16")
+            if " amx_bf16" in flags and " amx_tile" in flags:
+                isas.append("amx_bf16")
     return isas
 
 

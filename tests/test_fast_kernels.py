@@ -154,7 +154,7 @@ class FastKernelsTest(tf.test.TestCase):
                                          common.describe(kind, nchw, dtype))
 
     def test_isa_is_reported(self):
-        self.assertIn(tf_ops.cpu_kernel_isa(), ("avx512_bf16", "avx512", "avx2", "generic"))
+        self.assertIn(tf_ops.cpu_kernel_isa(), ("amx_bf16", "avx512_bf16", "avx512", "avx2", "generic"))
 
     def test_every_instruction_set(self):
         # The micro-kernels are compiled once per instruction set and picked at run time;

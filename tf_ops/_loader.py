@@ -68,10 +68,12 @@ def load_library():
 
 
 def cpu_kernel_isa():
-    """The instruction set of the CPU micro-kernels this processor runs: "avx512_bf16" (AVX-512
-    with bfloat16 dot products), "avx512", "avx2" or "generic". Chosen once per process from
-    what the processor and OS support, capped by the environment variable TF_OPS_CPU_ISA (one
-    of those four names) if it is set."""
+    """The instruction set of the CPU micro-kernels this processor runs: "amx_bf16" (AVX-512
+    with bfloat16 dot products, and AMX tiles for the bfloat16 GEMMs of the forward and
+    backprop-input passes), "avx512_bf16" (AVX-512 with bfloat16 dot products), "avx512",
+    "avx2" or "generic". Chosen once per process from what the processor and OS support,
+    capped by the environment variable TF_OPS_CPU_ISA (one of those five names) if it is
+    set."""
     load_library()
     fn = ctypes.CDLL(library_path()).TfOpsCpuKernelIsa
     fn.restype = ctypes.c_char_p

@@ -275,8 +275,8 @@ TF_OPS_REGISTER_WITH_INT32(int32_t)
 }  // namespace
 }  // namespace tf_ops
 
-// The instruction set of the CPU micro-kernels chosen at run time ("avx512_bf16", "avx512",
-// "avx2" or "generic"), for tf_ops.cpu_kernel_isa() (through ctypes).
+// The instruction set of the CPU micro-kernels chosen at run time ("amx_bf16", "avx512_bf16",
+// "avx512", "avx2" or "generic"), for tf_ops.cpu_kernel_isa() (through ctypes).
 extern "C" __attribute__((visibility("default"))) const char* TfOpsCpuKernelIsa() {
   return tf_ops::cpu::FastKernelIsa();
 }

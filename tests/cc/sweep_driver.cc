@@ -405,11 +405,30 @@ void NchwSpace(const Add& add) {
   add({"nchw chunks", 3, 730, 730, 2, 3, 3, 1, 2, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW, kAll});
 }
 
+// AMX tiles (bfloat16 where the processor has AMX-BF16): reductions in whole tiles of 32 rows
+// and the rows past them (31, 32, 33, 63..65, 95, 97), for each tile width (16, 32 and 64
+// columns and wider), and every affine run length 1..70 pixels (blocks of 16 and 32 pixels and
+// each tail), pointwise; and 3x3 layers at stride 1 and 2 (indirect tiles at the edges,
+// affine runs inside).
+void AmxSpace(const Add& add) {
+  const int64_t channels[][2] = {{32, 16}, {33, 16}, {65, 32}, {64, 64}, {95, 40}, {31, 70}, {97, 130}};
+  for (const auto& ch : channels) {
+    for (int64_t cols : Range(1, 70)) {
+      add({"amx tiles", 1, 1, cols, ch[0], 1, 1, ch[0], ch[1], Attrs(1, 1, 1, 1, Padding::kValid),
+           Layout::kNHWC, kAll});
+    }
+    for (int64_t stride : {1, 2}) {
+      add({"amx tiles", 2, 5, 37, ch[0], 3, 3, ch[0], ch[1], Attrs(stride, stride, 1, 1, Padding::kSame),
+           Layout::kNHWC, kAll});
+    }
+  }
+}
+
 const std::pair<const char*, void (*)(const Add&)> kSpaces[] = {
     {"channels", ChannelSpace}, {"groups", GroupSpace},     {"columns", ColumnsMergedSpace},
     {"spatial", SpatialSpace},  {"chunks", ChunkSpace},     {"depthwise", DepthwiseSpace},
     {"filter", FilterSpace},    {"nchw", NchwSpace},       {"winograd", WinogradSpace},
-    {"band copy", BandCopySpace},
+    {"band copy", BandCopySpace}, {"amx tiles", AmxSpace},
 };
 
 // ---------------------------------------------------------------------------------------

@@ -14,6 +14,12 @@
 #include <utility>
 #include <vector>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
 #include "cc/core/cpu/conv_winograd.h"
 #include "cc/core/cpu/coverage.h"
@@ -28,11 +34,35 @@
 namespace tf_ops {
 namespace cpu {
 
+namespace {
+
+// Whether the processor has AMX-TILE and AMX-BF16 and the OS lets this process use the tiles
+// (on Linux, once granted on request: ARCH_REQ_XCOMP_PERM for the tile data).
+bool AmxUsable() {
+#if defined(__x86_64__) && defined(__linux__)
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false;  // OSXSAVE
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  if (!(edx & (1u << 22)) || !(edx & (1u << 24))) return false;  // AMX-BF16, AMX-TILE
+  uint32_t xcr0_low, xcr0_high;
+  asm volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  constexpr uint32_t kTileState = (1u << 17) | (1u << 18);  // XTILECFG, XTILEDATA
+  if ((xcr0_low & kTileState) != kTileState) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
 const KernelTable& Kernels() {
   static const KernelTable table = [] {
     const char* env = std::getenv("TF_OPS_CPU_ISA");
     const std::string cap = env != nullptr ? env : "";
-    const bool allow_bf16 = cap.empty() || cap == "avx512_bf16";
+    const bool allow_amx = cap.empty() || cap == "amx_bf16";
+    const bool allow_bf16 = allow_amx || cap == "avx512_bf16";
     const bool allow_avx512 = allow_bf16 || cap == "avx512";
     const bool allow_avx2 = allow_avx512 || cap == "avx2";
     KernelTable t = *GenericKernels();
@@ -45,6 +75,13 @@ const KernelTable& Kernels() {
       if (allow_bf16 && __builtin_cpu_supports("avx512bf16")) {
         t.isa = "avx512_bf16";
         t.gemm_bf16_pairs = Avx512Bf16GemmKernels();
+        if (allow_amx && AmxUsable()) {
+          t.isa = "amx_bf16";
+          t.gemm_bf16_pairs = AmxBf16GemmKernels();
+          // bfloat16 forward and backprop input skip Winograd here (FastIndirect), the only
+          // user of its bfloat16 filter transform.
+          t.winograd.filter[kElemBF16] = nullptr;
+        }
         // bfloat16 GEMMs run on the pair kernels, rounding included.
         for (GemmKernel& k : t.gemm) {
           k.indirect[kElemBF16] = nullptr;
@@ -65,6 +102,19 @@ const KernelTable& Kernels() {
 }
 
 const char* FastKernelIsa() { return Kernels().isa; }
+
+namespace {
+
+// Whether bfloat16 GEMMs run on AMX tiles.
+bool AmxTiles() {
+#if defined(__x86_64__)
+  return Kernels().gemm_bf16_pairs == AmxBf16GemmKernels();
+#else
+  return false;
+#endif
+}
+
+}  // namespace
 
 namespace {
 std::atomic<bool>& ExactFlag() {
@@ -314,8 +364,10 @@ bool FastIndirect(const ConvGeometry& g, Layout layout, bool forward, const T* w
     return false;
   } else {
     if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
-    // Exact mode is read once per call, here.
-    const bool winograd = WinogradApplies<T>(g, forward);
+    // Exact mode is read once per call, here. bfloat16 on AMX tiles runs the direct sums: on
+    // VGG's 3x3 layer of 64 channels, twice as fast as Winograd's float GEMMs.
+    const bool winograd =
+        !(KindOf<T>() == kElemBF16 && AmxTiles()) && WinogradApplies<T>(g, forward);
     if (layout == Layout::kNHWC) {
       IndirectNhwc(g, forward, winograd, w, src, dst, parallel_for);
       return true;
@@ -380,6 +432,9 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
         const int64_t image_bytes = static_cast<int64_t>(sizeof(float)) * image_elements;
         gc.batch = std::min(chunk, std::max<int64_t>(1, kWidenChunkBytes / image_bytes));
         plan = PlanFilter(gc, gk, sizeof(float));
+      } else {
+        // The strided kernels of the activations' kind (bfloat16 pairs on AMX: taller tiles).
+        plan = PlanFilter(gc, GemmFor(gk, KindOf<T>()), sizeof(T));
       }
     }
     // Each slice of the rows sums into its own accumulators; they are added in slice order.

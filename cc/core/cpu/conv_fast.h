@@ -52,8 +52,8 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
 void SetExactMode(bool exact);
 bool ExactMode();
 
-// The instruction set of the micro-kernels in use ("avx512_bf16", "avx512", "avx2" or
-// "generic").
+// The instruction set of the micro-kernels in use ("amx_bf16", "avx512_bf16", "avx512",
+// "avx2" or "generic").
 const char* FastKernelIsa();
 
 }  // namespace cpu

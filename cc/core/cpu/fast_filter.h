@@ -118,7 +118,7 @@ void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKer
   const KernelTable& table = Kernels();
   const GemmKernel& kernels = GemmFor(gk, KindOf<T>());
   const bool pairs = &kernels != &gk;
-  // The pair table's strided kernels have the float table's rows.
+  // The plan was made for these kernels (PlanFilter with GemmFor's table): plan.mr rows.
   const GemmStridedFn strided = kernels.strided[plan.strided].fn;
   const PackHalvesFn pack_halves = table.pack_halves;
   const int64_t col_blocks = g.filter_cols / plan.merged_cols;

@@ -168,8 +168,9 @@ struct KernelTable {
   WidenFn widen[kElemKinds];
   PackHalvesFn pack_halves;
   // Where the processor has AVX-512 BF16: bfloat16 gemm kernels on bfloat16-pair filter
-  // panels (microkernels_avx512bf16.cc), the same tiles as gemm[], and a strided reduction
-  // whose operands both hold bfloat16 pairs along the reduction; else null.
+  // panels (microkernels_avx512bf16.cc, on AMX tiles where the processor has AMX-BF16), the
+  // same tiles as gemm[], and a strided reduction whose operands both hold bfloat16 pairs
+  // along the reduction; else null.
   const GemmKernel* gemm_bf16_pairs;
   WinogradKernel winograd;
 };
@@ -241,10 +242,13 @@ const KernelTable* GenericKernels();
 const KernelTable* Avx2Kernels();
 const KernelTable* Avx512Kernels();
 const GemmKernel* Avx512Bf16GemmKernels();
+// Avx512Bf16GemmKernels with the indirect and affine GEMMs on AMX tiles (tdpbf16ps), for
+// processors with AMX-BF16 whose OS grants this process the tile state.
+const GemmKernel* AmxBf16GemmKernels();
 
 // The table for the best instruction set the processor and OS support, capped by the
-// environment variable TF_OPS_CPU_ISA ("generic", "avx2", "avx512" or "avx512_bf16") when it
-// is set. Read once, on first use.
+// environment variable TF_OPS_CPU_ISA ("generic", "avx2", "avx512", "avx512_bf16" or
+// "amx_bf16") when it is set. Read once, on first use.
 const KernelTable& Kernels();
 
 }  // namespace cpu

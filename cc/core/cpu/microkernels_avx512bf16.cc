@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "cc/core/cpu/microkernels.h"
 
@@ -51,6 +53,11 @@ TF_OPS_INLINE void StoreTile(const __m512 (&acc)[MR][NV], float* c, int64_t ldc)
 }
 
 #include "cc/core/cpu/round_bf16.inc"
+#include "cc/core/cpu/transpose16.inc"
+
+typedef uint32_t Slots __attribute__((vector_size(64)));  // 16 bfloat16 pairs
+
+constexpr int64_t CeilDiv16(int64_t n) { return (n + 15) / 16; }
 
 // Rounds a tile row's NV vectors to bfloat16 at out, bit for bit as RoundToBf16: through
 // vcvtne2ps2bf16 (nearest, ties to even, as RoundToBf16), two vectors an instruction, unless
@@ -78,11 +85,13 @@ TF_OPS_INLINE void RoundRowToBf16(__m512* acc, uint16_t* out) {
   }
 }
 
-// The results go to c as floats or, with Narrowed, rounded to bfloat16 (RoundToBf16).
+// The results go to c as floats or, with Narrowed, rounded to bfloat16 (RoundToBf16). The
+// reduction runs over rows k0 to k0 + depth - 1 of each tap (k0 even: the AMX kernels below
+// leave the rows past their last whole tile of 32 to it).
 template <int MR, int NV, bool Affine, bool Narrowed = false>
 TF_OPS_INLINE void DotTile(int64_t taps, const void* const* a, int64_t pixel_step,
                            const float* const* b, int64_t depth, void* out, int64_t ldc,
-                           bool accumulate) {
+                           bool accumulate, int64_t k0 = 0) {
   constexpr int NB = NV * 16;
   float* const c = static_cast<float*>(out);
   __m512 acc[MR][NV];
@@ -97,8 +106,8 @@ TF_OPS_INLINE void DotTile(int64_t taps, const void* const* a, int64_t pixel_ste
   for (int64_t t = 0; t < taps; ++t) {
     const uint16_t* ap[MR];
 #pragma GCC unroll 32
-    for (int m = 0; m < MR; ++m) ap[m] = PixelOf<MR, Affine>(a, t, m, pixel_step);
-    const float* bp = b[t];
+    for (int m = 0; m < MR; ++m) ap[m] = PixelOf<MR, Affine>(a, t, m, pixel_step) + k0;
+    const float* bp = b[t] + k0 / 2 * NB;
     for (int64_t p = 0; p < pairs; ++p, bp += NB) {
       __m512 bv[NV];
 #pragma GCC unroll 8
@@ -212,6 +221,246 @@ void DotStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_
   StoreTile<MR, NV>(acc, c, ldc);
 }
 
+// AMX (Advanced Matrix Extensions): tdpbf16ps multiplies a tile of up to 16 pixels by 32
+// bfloat16 reduction rows with a tile of 16 pair rows by 16 columns (the pair panels' layout
+// above) and adds the products to a tile of 16 x 16 floats: 8,192 multiply-adds an
+// instruction. The kernels take the reduction in whole tiles of 32 rows, tap by tap, and the
+// rows past the last whole tile (depth % 32) through DotTile after all taps, so each result's
+// order of summation is fixed by the arguments alone. The affine kernels take blocks of two
+// tiles of 16 pixels by one or two column tiles at a time (64 columns: two halves in turn), so
+// that each panel tile loaded serves two pixel tiles. Tiles: the results of pixel tile pb and
+// column tile v in tmm(pb * CV + v) (CV column tiles at a time); the pixels of tile pb in
+// tmm(4 + pb); panel rows in tmm6 and tmm7, by turns. Every call loads its own tile
+// configuration (the thread may have run other AMX code since) and releases the tiles before
+// it returns.
+
+struct alignas(64) TileConfig {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+static_assert(sizeof(TileConfig) == 64, "the ldtilecfg layout");
+
+// Column tiles at a time (CV) for a tile width of NV column tiles.
+template <int NV>
+constexpr int kAmxColumns = NV < 2 ? NV : 2;
+
+// Configures the tiles for CV column tiles of pixel tiles of rows0 and rows1 pixels (rows1
+// 0: one pixel tile; CV 4: one pixel tile).
+template <int CV>
+TF_OPS_INLINE void ConfigureTiles(int rows0, int rows1) {
+  TileConfig cfg;
+  std::memset(&cfg, 0, sizeof(cfg));
+  cfg.palette = 1;
+  const int rows[2] = {rows0, CV <= 2 ? rows1 : 0};
+  for (int pb = 0; pb < 2 && rows[pb] > 0; ++pb) {
+    for (int v = 0; v < CV; ++v) cfg.rows[pb * CV + v] = static_cast<uint8_t>(rows[pb]);
+    for (int v = 0; v < CV; ++v) cfg.colsb[pb * CV + v] = 64;
+    cfg.rows[4 + pb] = static_cast<uint8_t>(rows[pb]);
+    cfg.colsb[4 + pb] = 64;
+  }
+  for (int t = 6; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  asm volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
+TF_OPS_INLINE void ReleaseTiles() { asm volatile("tilerelease" ::: "memory"); }
+
+template <int T>
+TF_OPS_INLINE void TileLoad(const void* p, int64_t stride_bytes) {
+  asm volatile("tileloadd (%0,%1,1), %%tmm%c2" : : "r"(p), "r"(stride_bytes), "i"(T) : "memory");
+}
+
+template <int T>
+TF_OPS_INLINE void TileStore(void* p, int64_t stride_bytes) {
+  asm volatile("tilestored %%tmm%c2, (%0,%1,1)" : : "r"(p), "r"(stride_bytes), "i"(T) : "memory");
+}
+
+template <int T>
+TF_OPS_INLINE void TileZero() {
+  asm volatile("tilezero %%tmm%c0" : : "i"(T));
+}
+
+// tmm(C) += tmm(A) x tmm(B), bfloat16 pairs.
+template <int C, int A, int B>
+TF_OPS_INLINE void TileDot() {
+  asm volatile("tdpbf16ps %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "i"(C), "i"(A), "i"(B));
+}
+
+// fn(std::integral_constant<int, i>) for i < N, in order.
+template <typename Fn, int... I>
+TF_OPS_INLINE void Unrolled(const Fn& fn, std::integer_sequence<int, I...>) {
+  (fn(std::integral_constant<int, I>{}), ...);
+}
+template <int N, typename Fn>
+TF_OPS_INLINE void Unrolled(const Fn& fn) {
+  Unrolled(fn, std::make_integer_sequence<int, N>{});
+}
+
+// The result tiles of PB tiles of 16 pixels (the last possibly fewer, as configured) by CV
+// column tiles from column `col` of panels NB columns wide: loaded from c (row stride ldc
+// floats) or zeroed, the whole tiles of 32 reduction rows of every tap added, stored to c.
+// Pixel tile pb's pixels at tap t start at pixel(t, pb) and lie a_stride bytes apart; the
+// panel of tap t at b[t].
+template <int CV, int PB, int NB, typename Pixel>
+TF_OPS_INLINE void TileSums(int64_t taps, const Pixel& pixel, int64_t a_stride,
+                            const float* const* b, int64_t col, int64_t whole, float* c,
+                            int64_t ldc, bool accumulate) {
+  const auto result = [&](int tile) { return c + tile / CV * 16 * ldc + col + tile % CV * 16; };
+  Unrolled<PB * CV>([&](auto tile) {
+    if (accumulate) {
+      TileLoad<tile>(result(tile), ldc * 4);
+    } else {
+      TileZero<tile>();
+    }
+  });
+  for (int64_t t = 0; t < taps; ++t) {
+    const uint16_t* const p0 = pixel(t, 0);
+    const uint16_t* const p1 = PB > 1 ? pixel(t, 1) : p0;
+    const float* bp = b[t] + col;
+    for (int64_t k = 0; k < whole; k += 32, bp += 16 * NB) {
+      TileLoad<4>(p0 + k, a_stride);
+      if constexpr (PB > 1) TileLoad<5>(p1 + k, a_stride);
+      Unrolled<CV>([&](auto v) {
+        constexpr int kPanel = 6 + v % 2;
+        TileLoad<kPanel>(bp + v * 16, NB * 4);
+        TileDot<v, 4, kPanel>();
+        if constexpr (PB > 1) TileDot<CV + v, 5, kPanel>();
+      });
+    }
+  }
+  Unrolled<PB * CV>([&](auto tile) { TileStore<tile>(result(tile), ldc * 4); });
+}
+
+// Reduction rows k0 to k0 + depth - 1 of `rows` evenly spaced pixels from pixel `first` of an
+// affine run, added to c (or written, unless accumulate), 4 pixels a DotTile where they fill it.
+template <int NV>
+void AffineRows(int64_t rows, int64_t taps, const void* const* a, int64_t first,
+                int64_t pixel_step, const float* const* b, int64_t depth, int64_t k0, float* c,
+                int64_t ldc, bool accumulate) {
+  const void* ap[kMaxAffineTaps];
+  for (int64_t t0 = 0; t0 < taps; t0 += kMaxAffineTaps) {
+    const int64_t n = std::min<int64_t>(kMaxAffineTaps, taps - t0);
+    for (int64_t r = 0; r < rows;) {
+      for (int64_t t = 0; t < n; ++t) {
+        ap[t] = static_cast<const uint16_t*>(a[t0 + t]) + (first + r) * pixel_step;
+      }
+      const bool acc = accumulate || t0 > 0;
+      if (rows - r >= 4) {
+        DotTile<4, NV, true>(n, ap, pixel_step, b + t0, depth, c + r * ldc, ldc, acc, k0);
+        r += 4;
+      } else {
+        DotTile<1, NV, true>(n, ap, pixel_step, b + t0, depth, c + r * ldc, ldc, acc, k0);
+        r += 1;
+      }
+    }
+  }
+}
+
+// The affine GEMM (Narrowed: rounded to bfloat16, as DotAffineNarrow) in blocks of 32
+// pixels, whatever MR: a pixel's sums do not depend on its block.
+template <int MR, int NV, bool Narrowed>
+void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_step,
+               const float* const* b, int64_t depth, void* out, int64_t ldc, bool accumulate) {
+  constexpr int NB = NV * 16, CV = kAmxColumns<NV>, kBlock = 32;
+  const int64_t whole = depth / 32 * 32, pixels = tiles * MR;
+  if (whole == 0) {
+    if constexpr (Narrowed) {
+      return DotAffineNarrow<MR, NV>(tiles, taps, a, pixel_step, b, depth, out, ldc);
+    } else {
+      return DotAffine<MR, NV>(tiles, taps, a, pixel_step, b, depth, static_cast<float*>(out),
+                               ldc, accumulate);
+    }
+  }
+  alignas(64) float staged[Narrowed ? kBlock * NB : 1];
+  int rows0 = 0, rows1 = 0;
+  for (int64_t first = 0; first < pixels; first += kBlock) {
+    const int n = static_cast<int>(std::min<int64_t>(kBlock, pixels - first));
+    if (std::min(n, 16) != rows0 || std::max(n - 16, 0) != rows1) {
+      rows0 = std::min(n, 16), rows1 = std::max(n - 16, 0);
+      ConfigureTiles<CV>(rows0, rows1);
+    }
+    float* const c = Narrowed ? staged : static_cast<float*>(out) + first * ldc;
+    const int64_t c_ld = Narrowed ? NB : ldc;
+    const auto pixel = [&](int64_t t, int pb) {
+      return static_cast<const uint16_t*>(a[t]) + (first + pb * 16) * pixel_step;
+    };
+    for (int64_t col = 0; col < NB; col += CV * 16) {
+      if (rows1 > 0) {
+        TileSums<CV, 2, NB>(taps, pixel, pixel_step * 2, b, col, whole, c, c_ld, accumulate);
+      } else {
+        TileSums<CV, 1, NB>(taps, pixel, pixel_step * 2, b, col, whole, c, c_ld, accumulate);
+      }
+    }
+    if (depth > whole) {
+      AffineRows<NV>(n, taps, a, first, pixel_step, b, depth - whole, whole, c, c_ld, true);
+    }
+    if constexpr (Narrowed) {
+      for (int r = 0; r < n; ++r) {
+        __m512 acc[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) acc[v] = _mm512_load_ps(staged + r * NB + v * 16);
+        RoundRowToBf16<NV>(acc, static_cast<uint16_t*>(out) + (first + r) * ldc);
+      }
+    }
+  }
+  ReleaseTiles();
+}
+
+template <int MR, int NV>
+void AmxAffineFloat(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_step,
+                    const float* const* b, int64_t depth, float* c, int64_t ldc,
+                    bool accumulate) {
+  AmxAffine<MR, NV, false>(tiles, taps, a, pixel_step, b, depth, c, ldc, accumulate);
+}
+
+template <int MR, int NV>
+void AmxAffineNarrow(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_step,
+                     const float* const* b, int64_t depth, void* c, int64_t ldc) {
+  AmxAffine<MR, NV, true>(tiles, taps, a, pixel_step, b, depth, c, ldc, false);
+}
+
+// The indirect GEMM: each tap's MR pixels are copied, 32 reduction rows at a time, into
+// one tile's rows.
+template <int MR, int NV>
+void AmxIndirect(int64_t taps, const void* const* a, const float* const* b, int64_t depth,
+                 float* c, bool accumulate) {
+  constexpr int NB = NV * 16;
+  const int64_t whole = depth / 32 * 32;
+  if (whole > 0) {
+    alignas(64) uint16_t rows[MR][32];
+    ConfigureTiles<NV>(MR, 0);
+    const auto result = [&](int tile) { return c + tile * 16; };
+    Unrolled<NV>([&](auto tile) {
+      if (accumulate) {
+        TileLoad<tile>(result(tile), NB * 4);
+      } else {
+        TileZero<tile>();
+      }
+    });
+    for (int64_t t = 0; t < taps; ++t) {
+      const float* bp = b[t];
+      for (int64_t k = 0; k < whole; k += 32, bp += 16 * NB) {
+#pragma GCC unroll 16
+        for (int m = 0; m < MR; ++m) {
+          const uint16_t* src = static_cast<const uint16_t*>(a[t * MR + m]) + k;
+          _mm512_store_si512(rows[m], _mm512_loadu_si512(src));
+        }
+        TileLoad<4>(rows, 64);
+        Unrolled<NV>([&](auto v) {
+          constexpr int kPanel = 6 + v % 2;
+          TileLoad<kPanel>(bp + v * 16, NB * 4);
+          TileDot<v, 4, kPanel>();
+        });
+      }
+    }
+    Unrolled<NV>([&](auto tile) { TileStore<tile>(result(tile), NB * 4); });
+    ReleaseTiles();
+  }
+  if (depth > whole || whole == 0) {
+    DotTile<MR, NV, false>(taps, a, 0, b, depth - whole, c, NB, accumulate || whole > 0, whole);
+  }
+}
+
 template <int MR, int NV, int TALL>
 GemmKernel MakeDot() {
   GemmKernel k{};
@@ -225,12 +474,106 @@ GemmKernel MakeDot() {
   return k;
 }
 
+// The strided reduction of the filter gradient (DotStrided's contract) on AMX tiles: 16 pair
+// rows at a time, a's slots transposed into tiles of up to 16 GEMM rows (two where MR > 16,
+// then one or two column tiles at a time, each a's transposed tiles kept for the next columns
+// where they fit), a last group of fewer pair rows padded with zeros in both operands.
+template <int MR, int NV>
+void AmxStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_t a_step,
+                int64_t rows, const float* b, int64_t b_run, int64_t b_step, float* c,
+                int64_t ldc) {
+  constexpr int NB = NV * 16, RT = MR > 16 ? 2 : 1, CV = RT == 2 ? kAmxColumns<NV> : NV;
+  static_assert(RT * CV <= 4 && MR <= 32, "result tiles");
+  const int rows0 = static_cast<int>(std::min<int64_t>(rows, 16));
+  const int rows1 = static_cast<int>(std::max<int64_t>(rows - 16, 0));
+  const bool two = RT > 1 && rows1 > 0;
+  const __mmask16 masks[2] = {static_cast<__mmask16>((1u << rows0) - 1),
+                              static_cast<__mmask16>((1u << rows1) - 1)};
+  const int64_t groups = CeilDiv16(len), total = runs * groups;
+  constexpr int64_t kKept = 8;  // groups of transposed tiles kept across column passes
+  const bool keep = NV > CV && total <= kKept;
+  alignas(64) uint32_t kept[kKept][RT][16][16];
+  alignas(64) uint32_t tail[16][NB];
+  ConfigureTiles<CV>(rows0, rows1);
+  for (int64_t col = 0; col < NB; col += CV * 16) {
+    const auto result = [&](int tile) { return c + tile / CV * 16 * ldc + col + tile % CV * 16; };
+    Unrolled<RT * CV>([&](auto tile) {
+      if (tile / CV == 0 || two) TileLoad<tile>(result(tile), ldc * 4);
+    });
+    for (int64_t s = 0, index = 0; s < runs; ++s) {
+      const float* const as = a + s * a_run;
+      const float* const bs = b + s * b_run;
+      for (int64_t r0 = 0; r0 < len; r0 += 16, ++index) {
+        const int n = static_cast<int>(std::min<int64_t>(16, len - r0));
+        uint32_t(*const at)[16][16] = kept[keep ? index : 0];
+        for (int pb = 0; pb < RT && (col == 0 || !keep) && (pb == 0 || two); ++pb) {
+          Slots row[16];
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i) {
+            row[i] = (Slots)(i < n ? _mm512_maskz_loadu_epi32(masks[pb], as + (r0 + i) * a_step + pb * 16)
+                                   : _mm512_setzero_si512());
+          }
+          TransposeRegisters<Slots, Slots>(row);
+#pragma GCC unroll 16
+          for (int m = 0; m < 16; ++m) std::memcpy(at[pb][m], &row[m], 64);
+        }
+        TileLoad<4>(at[0], 64);
+        if (two) TileLoad<5>(at[RT - 1], 64);
+        const float* bp = bs + r0 * b_step + col;
+        int64_t b_stride = b_step * 4;
+        if (n < 16) {
+          for (int i = 0; i < 16; ++i) {
+            for (int v = 0; v < CV; ++v) {
+              _mm512_store_si512(tail[i] + v * 16, i < n ? _mm512_loadu_si512(bp + i * b_step + v * 16)
+                                                          : _mm512_setzero_si512());
+            }
+          }
+          bp = reinterpret_cast<const float*>(&tail[0][0]);
+          b_stride = NB * 4;
+        }
+        Unrolled<CV>([&](auto v) {
+          constexpr int kPanel = 6 + v % 2;
+          TileLoad<kPanel>(bp + v * 16, b_stride);
+          TileDot<v, 4, kPanel>();
+          if constexpr (RT > 1) {
+            if (two) TileDot<CV + v, 5, kPanel>();
+          }
+        });
+      }
+    }
+    Unrolled<RT * CV>([&](auto tile) {
+      if (tile / CV == 0 || two) TileStore<tile>(result(tile), ldc * 4);
+    });
+  }
+  ReleaseTiles();
+}
+
+// MakeDot's kernels on AMX tiles.
+template <int MR, int NV, int TALL>
+GemmKernel MakeAmx() {
+  GemmKernel k = MakeDot<MR, NV, TALL>();
+  k.indirect[kElemBF16] = AmxIndirect<MR, NV>;
+  k.affine[kElemBF16] = AmxAffineFloat<MR, NV>;
+  k.affine_narrow[kElemBF16] = AmxAffineNarrow<MR, NV>;
+  // Tiles of 32 GEMM rows beside the float table's: AMX computes only the configured rows, so
+  // taller tiles cost nothing where rows are few, and fill both pixel tiles where they are many.
+  k.strided[0] = {MR, AmxStrided<MR, NV>};
+  k.strided[1] = {32, AmxStrided<32, NV>};
+  return k;
+}
+
 }  // namespace
 
 // The same tile shapes (and taller strided kernels) as the AVX-512 table's gemm entries.
 const GemmKernel* Avx512Bf16GemmKernels() {
   static const GemmKernel kernels[3] = {MakeDot<14, 1, 24>(), MakeDot<12, 2, 0>(),
                                                 MakeDot<6, 4, 0>()};
+  return kernels;
+}
+
+const GemmKernel* AmxBf16GemmKernels() {
+  static const GemmKernel kernels[3] = {MakeAmx<14, 1, 24>(), MakeAmx<12, 2, 0>(),
+                                        MakeAmx<6, 4, 0>()};
   return kernels;
 }
 
