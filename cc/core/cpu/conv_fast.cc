@@ -192,6 +192,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   const int64_t blocks = CeilDiv(dst_group, nb);
   // bfloat16 with AVX-512 BF16: dot products of bfloat16 pairs along the reduction, on a
   // panel that keeps the filter in bfloat16 pairs (half a float per value).
+  // Tiles of the pair kernels' height (16 pixels on AMX tiles).
   const GemmKernel& kernels = GemmFor(gk, kind);
   const bool pairs = &kernels != &gk;
   const int64_t rows = pairs ? CeilDiv(src_group, 2) * 2 : src_group;  // panel rows per tap
@@ -211,7 +212,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   bool banded = !pointwise && src_group * nb <= kBandedTile &&
                 (forward || (g.stride_rows == 1 && g.stride_cols == 1));
   BandPlan band_plan;
-  if (banded) band_plan = PlanBands(g.batch, dh, dw, G * blocks, gk.mr);
+  if (banded) band_plan = PlanBands(g.batch, dh, dw, G * blocks, kernels.mr);
   if (banded && !BandCopyFits(band_plan, src_channels)) {
     Note(Path::kBandCopyTooLarge);
     banded = false;
@@ -316,8 +317,8 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   if (banded) {
     Note(forward ? (merge ? Path::kForwardBandedMerged : Path::kForwardBanded)
                  : (merge ? Path::kInputBandedMerged : Path::kInputBanded));
-    return RunBanded(band_plan, g.batch, dh, dw, g.filter_cols, reversed, merge, gk.mr, nb, src,
-                     src_channels, dst, dst_channels, G * blocks, src_group,
+    return RunBanded(band_plan, g.batch, dh, dw, g.filter_cols, reversed, merge, kernels.mr, nb,
+                     src, src_channels, dst, dst_channels, G * blocks, src_group,
                      std::min(chunk, src_group), column, affine, indirect, narrow,
                      parallel_for);
   }
@@ -325,11 +326,12 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
     Note(forward ? Path::kForwardPointwise : Path::kInputPointwise);
     const int64_t pixels = g.batch * g.in_rows * g.in_cols;
     return RunIndirect(1, ForwardDim(1, 1, 1, 0, 1, 1), ForwardDim(pixels, pixels, 1, 0, 1, 1),
-                       1, gk.mr, nb, src, src_channels, dst, dst_channels, G * blocks, src_group,
-                       std::min(chunk, src_group), column, kernel, narrow, parallel_for);
+                       1, kernels.mr, nb, src, src_channels, dst, dst_channels, G * blocks,
+                       src_group, std::min(chunk, src_group), column, kernel, narrow,
+                       parallel_for);
   }
   Note(forward ? Path::kForwardIndirect : Path::kInputIndirect);
-  RunIndirect(g.batch, dh, dw, g.filter_cols, gk.mr, nb, src, src_channels, dst, dst_channels,
+  RunIndirect(g.batch, dh, dw, g.filter_cols, kernels.mr, nb, src, src_channels, dst, dst_channels,
               G * blocks, src_group, std::min(chunk, src_group), column, kernel, narrow,
               parallel_for);
 }

@@ -55,10 +55,11 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
   const int64_t FI = g.filter_in_depth, K = g.out_depth, KW = g.filter_cols;
   const int64_t columns = KW * FI;
   const GemmKernel& gk = PickGemm(columns);
-  const int64_t nb = gk.nb, mr = gk.mr, blocks = CeilDiv(columns, nb), width = blocks * nb;
   // bfloat16 with AVX-512 BF16: dot products of bfloat16 pairs along K, on a panel that keeps
-  // the filter in pairs (rows k and k + 1 in one 32-bit slot), as the indirect pass does.
+  // the filter in pairs (rows k and k + 1 in one 32-bit slot), as the indirect pass does;
+  // tiles of the pair kernels' height.
   const GemmKernel& kernels = GemmFor(gk, kind);
+  const int64_t nb = gk.nb, mr = kernels.mr, blocks = CeilDiv(columns, nb), width = blocks * nb;
   const bool pairs = &kernels != &gk;
   const int64_t panel_rows = pairs ? CeilDiv(K, 2) : K;
   // A panel per (filter row, column block), its rows nb slots apart as the micro-kernels

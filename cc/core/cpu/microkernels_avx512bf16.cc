@@ -331,27 +331,38 @@ TF_OPS_INLINE void TileSums(int64_t taps, const Pixel& pixel, int64_t a_stride,
   Unrolled<PB * CV>([&](auto tile) { TileStore<tile>(result(tile), ldc * 4); });
 }
 
-// Reduction rows k0 to k0 + depth - 1 of `rows` evenly spaced pixels from pixel `first` of an
-// affine run, added to c (or written, unless accumulate), 4 pixels a DotTile where they fill it.
-template <int NV>
-void AffineRows(int64_t rows, int64_t taps, const void* const* a, int64_t first,
-                int64_t pixel_step, const float* const* b, int64_t depth, int64_t k0, float* c,
-                int64_t ldc, bool accumulate) {
-  const void* ap[kMaxAffineTaps];
+// Reduction rows k0 to k0 + depth - 1 of `rows` pixels from pixel `first`, added to c (or
+// written, unless accumulate; row stride ldc): affine (pixel p of tap t at a[t] + p * step
+// elements) or indirect (at a[t * step + p]), through DotTile in groups of the float table's
+// tile height for the width, then of 4 and 1 pixels.
+template <int NV, bool Affine>
+void RowGroups(int64_t first, int64_t rows, int64_t taps, const void* const* a, int64_t step,
+               const float* const* b, int64_t depth, int64_t k0, float* c, int64_t ldc,
+               bool accumulate) {
+  constexpr int kGroup = NV == 1 ? 14 : NV == 2 ? 12 : 6;
+  const void* ap[kMaxAffineTaps * kGroup];
   for (int64_t t0 = 0; t0 < taps; t0 += kMaxAffineTaps) {
     const int64_t n = std::min<int64_t>(kMaxAffineTaps, taps - t0);
+    const bool acc = accumulate || t0 > 0;
     for (int64_t r = 0; r < rows;) {
+      const int group = rows - r >= kGroup ? kGroup : rows - r >= 4 ? 4 : 1;
       for (int64_t t = 0; t < n; ++t) {
-        ap[t] = static_cast<const uint16_t*>(a[t0 + t]) + (first + r) * pixel_step;
+        if constexpr (Affine) {
+          ap[t] = static_cast<const uint16_t*>(a[t0 + t]) + (first + r) * step;
+        } else {
+          for (int m = 0; m < group; ++m) ap[t * group + m] = a[(t0 + t) * step + first + r + m];
+        }
       }
-      const bool acc = accumulate || t0 > 0;
-      if (rows - r >= 4) {
-        DotTile<4, NV, true>(n, ap, pixel_step, b + t0, depth, c + r * ldc, ldc, acc, k0);
-        r += 4;
+      const int64_t pixel_step = Affine ? step : 0;
+      float* const out = c + r * ldc;
+      if (group == kGroup) {
+        DotTile<kGroup, NV, Affine>(n, ap, pixel_step, b + t0, depth, out, ldc, acc, k0);
+      } else if (group == 4) {
+        DotTile<4, NV, Affine>(n, ap, pixel_step, b + t0, depth, out, ldc, acc, k0);
       } else {
-        DotTile<1, NV, true>(n, ap, pixel_step, b + t0, depth, c + r * ldc, ldc, acc, k0);
-        r += 1;
+        DotTile<1, NV, Affine>(n, ap, pixel_step, b + t0, depth, out, ldc, acc, k0);
       }
+      r += group;
     }
   }
 }
@@ -363,19 +374,11 @@ void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
                const float* const* b, int64_t depth, void* out, int64_t ldc, bool accumulate) {
   constexpr int NB = NV * 16, CV = kAmxColumns<NV>, kBlock = 32;
   const int64_t whole = depth / 32 * 32, pixels = tiles * MR;
-  if (whole == 0) {
-    if constexpr (Narrowed) {
-      return DotAffineNarrow<MR, NV>(tiles, taps, a, pixel_step, b, depth, out, ldc);
-    } else {
-      return DotAffine<MR, NV>(tiles, taps, a, pixel_step, b, depth, static_cast<float*>(out),
-                               ldc, accumulate);
-    }
-  }
   alignas(64) float staged[Narrowed ? kBlock * NB : 1];
   int rows0 = 0, rows1 = 0;
   for (int64_t first = 0; first < pixels; first += kBlock) {
     const int n = static_cast<int>(std::min<int64_t>(kBlock, pixels - first));
-    if (std::min(n, 16) != rows0 || std::max(n - 16, 0) != rows1) {
+    if (whole > 0 && (std::min(n, 16) != rows0 || std::max(n - 16, 0) != rows1)) {
       rows0 = std::min(n, 16), rows1 = std::max(n - 16, 0);
       ConfigureTiles<CV>(rows0, rows1);
     }
@@ -384,7 +387,7 @@ void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
     const auto pixel = [&](int64_t t, int pb) {
       return static_cast<const uint16_t*>(a[t]) + (first + pb * 16) * pixel_step;
     };
-    for (int64_t col = 0; col < NB; col += CV * 16) {
+    for (int64_t col = 0; col < NB && whole > 0; col += CV * 16) {
       if (rows1 > 0) {
         TileSums<CV, 2, NB>(taps, pixel, pixel_step * 2, b, col, whole, c, c_ld, accumulate);
       } else {
@@ -392,7 +395,8 @@ void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
       }
     }
     if (depth > whole) {
-      AffineRows<NV>(n, taps, a, first, pixel_step, b, depth - whole, whole, c, c_ld, true);
+      RowGroups<NV, true>(first, n, taps, a, pixel_step, b, depth - whole, whole, c, c_ld,
+                          accumulate || whole > 0);
     }
     if constexpr (Narrowed) {
       for (int r = 0; r < n; ++r) {
@@ -403,7 +407,7 @@ void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
       }
     }
   }
-  ReleaseTiles();
+  if (whole > 0) ReleaseTiles();
 }
 
 template <int MR, int NV>
@@ -457,7 +461,8 @@ void AmxIndirect(int64_t taps, const void* const* a, const float* const* b, int6
     ReleaseTiles();
   }
   if (depth > whole || whole == 0) {
-    DotTile<MR, NV, false>(taps, a, 0, b, depth - whole, c, NB, accumulate || whole > 0, whole);
+    RowGroups<NV, false>(0, MR, taps, a, MR, b, depth - whole, whole, c, NB,
+                         accumulate || whole > 0);
   }
 }
 
@@ -510,7 +515,8 @@ void AmxStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_
           Slots row[16];
 #pragma GCC unroll 16
           for (int i = 0; i < 16; ++i) {
-            row[i] = (Slots)(i < n ? _mm512_maskz_loadu_epi32(masks[pb], as + (r0 + i) * a_step + pb * 16)
+            const float* const slots = as + (r0 + i) * a_step + pb * 16;
+            row[i] = (Slots)(i < n ? _mm512_maskz_loadu_epi32(masks[pb], slots)
                                    : _mm512_setzero_si512());
           }
           TransposeRegisters<Slots, Slots>(row);
@@ -524,8 +530,9 @@ void AmxStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_
         if (n < 16) {
           for (int i = 0; i < 16; ++i) {
             for (int v = 0; v < CV; ++v) {
-              _mm512_store_si512(tail[i] + v * 16, i < n ? _mm512_loadu_si512(bp + i * b_step + v * 16)
-                                                          : _mm512_setzero_si512());
+              const __m512i row = i < n ? _mm512_loadu_si512(bp + i * b_step + v * 16)
+                                        : _mm512_setzero_si512();
+              _mm512_store_si512(tail[i] + v * 16, row);
             }
           }
           bp = reinterpret_cast<const float*>(&tail[0][0]);
@@ -552,9 +559,11 @@ void AmxStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_
 template <int MR, int NV, int TALL>
 GemmKernel MakeAmx() {
   GemmKernel k = MakeDot<MR, NV, TALL>();
-  k.indirect[kElemBF16] = AmxIndirect<MR, NV>;
-  k.affine[kElemBF16] = AmxAffineFloat<MR, NV>;
-  k.affine_narrow[kElemBF16] = AmxAffineNarrow<MR, NV>;
+  // Tiles of 16 pixels, a whole AMX tile (the passes take the pair table's tile height).
+  k.mr = 16;
+  k.indirect[kElemBF16] = AmxIndirect<16, NV>;
+  k.affine[kElemBF16] = AmxAffineFloat<16, NV>;
+  k.affine_narrow[kElemBF16] = AmxAffineNarrow<16, NV>;
   // Tiles of 32 GEMM rows beside the float table's: AMX computes only the configured rows, so
   // taller tiles cost nothing where rows are few, and fill both pixel tiles where they are many.
   k.strided[0] = {MR, AmxStrided<MR, NV>};
