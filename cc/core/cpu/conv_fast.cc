@@ -114,9 +114,6 @@ bool AmxTiles() {
 #endif
 }
 
-}  // namespace
-
-namespace {
 std::atomic<bool>& ExactFlag() {
   static std::atomic<bool> flag{[] {
     const char* env = std::getenv("TF_OPS_EXACT");

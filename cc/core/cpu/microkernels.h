@@ -168,9 +168,9 @@ struct KernelTable {
   WidenFn widen[kElemKinds];
   PackHalvesFn pack_halves;
   // Where the processor has AVX-512 BF16: bfloat16 gemm kernels on bfloat16-pair filter
-  // panels (microkernels_avx512bf16.cc, on AMX tiles where the processor has AMX-BF16), the
-  // same tiles as gemm[], and a strided reduction whose operands both hold bfloat16 pairs
-  // along the reduction; else null.
+  // panels (microkernels_avx512bf16.cc), the same column widths as gemm[] (and, but for AMX,
+  // the same tiles), and a strided reduction whose operands both hold bfloat16 pairs along the
+  // reduction; on AMX tiles where the processor has AMX-BF16 (AmxBf16GemmKernels); else null.
   const GemmKernel* gemm_bf16_pairs;
   WinogradKernel winograd;
 };
@@ -242,8 +242,9 @@ const KernelTable* GenericKernels();
 const KernelTable* Avx2Kernels();
 const KernelTable* Avx512Kernels();
 const GemmKernel* Avx512Bf16GemmKernels();
-// Avx512Bf16GemmKernels with the indirect and affine GEMMs on AMX tiles (tdpbf16ps), for
-// processors with AMX-BF16 whose OS grants this process the tile state.
+// Avx512Bf16GemmKernels on AMX tiles (tdpbf16ps), for processors with AMX-BF16 whose OS grants
+// this process the tile state: tiles of 16 pixels (mr) for the indirect and affine GEMMs, and
+// strided reductions of the float table's rows and of 32 rows.
 const GemmKernel* AmxBf16GemmKernels();
 
 // The table for the best instruction set the processor and OS support, capped by the

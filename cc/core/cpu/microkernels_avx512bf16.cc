@@ -555,10 +555,10 @@ void AmxStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_
   ReleaseTiles();
 }
 
-// MakeDot's kernels on AMX tiles.
-template <int MR, int NV, int TALL>
+// MakeDot's kernels on AMX tiles; MR is the float table's tile height.
+template <int MR, int NV>
 GemmKernel MakeAmx() {
-  GemmKernel k = MakeDot<MR, NV, TALL>();
+  GemmKernel k = MakeDot<MR, NV, 0>();
   // Tiles of 16 pixels, a whole AMX tile (the passes take the pair table's tile height).
   k.mr = 16;
   k.indirect[kElemBF16] = AmxIndirect<16, NV>;
@@ -581,8 +581,7 @@ const GemmKernel* Avx512Bf16GemmKernels() {
 }
 
 const GemmKernel* AmxBf16GemmKernels() {
-  static const GemmKernel kernels[3] = {MakeAmx<14, 1, 24>(), MakeAmx<12, 2, 0>(),
-                                        MakeAmx<6, 4, 0>()};
+  static const GemmKernel kernels[3] = {MakeAmx<14, 1>(), MakeAmx<12, 2>(), MakeAmx<6, 4>()};
   return kernels;
 }
 
