@@ -438,16 +438,18 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     }
     // Each slice of the rows sums into its own accumulators; they are added in slice order.
     const int64_t slices = depthwise ? dw_plan.slices : plan.slices;
-    std::vector<float> acc(slices * size, 0.0f);
+    Workspace acc_space(slices * size * sizeof(float));
+    float* const acc = acc_space.data<float>();
+    std::fill(acc, acc + slices * size, 0.0f);
     std::unique_ptr<WinogradFilter<T>> wino;
     if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, parallel_for);
     const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp, bool first) {
       if (winograd) {
         wino->Accumulate(gp, xp, dyp);
       } else if (depthwise) {
-        FilterDepthwiseNhwc(gp, dw_plan, xp, dyp, acc.data(), parallel_for);
+        FilterDepthwiseNhwc(gp, dw_plan, xp, dyp, acc, parallel_for);
       } else {
-        FilterGemmNhwc(gp, plan, gk, xp, dyp, acc.data(), first, parallel_for);
+        FilterGemmNhwc(gp, plan, gk, xp, dyp, acc, first, parallel_for);
       }
     };
     if (layout == Layout::kNHWC && !widen) {
@@ -483,14 +485,14 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
             float* const dyf = dyf_space->data<float>();
             Widen(xp, gp.batch * in_hw * g.in_depth, xf, parallel_for);
             Widen(dyp, gp.batch * out_hw * g.out_depth, dyf, parallel_for);
-            FilterGemmNhwc(gp, plan, gk, xf, dyf, acc.data(), /*first=*/n == 0, parallel_for);
+            FilterGemmNhwc(gp, plan, gk, xf, dyf, acc, /*first=*/n == 0, parallel_for);
             continue;
           }
         }
         pass(gp, xp, dyp, /*first=*/n == 0);
       }
     }
-    if (winograd) wino->Finish(acc.data());
+    if (winograd) wino->Finish(acc);
     for (int64_t i = 0; i < size; ++i) {
       float sum = acc[i];
       for (int64_t s = 1; s < slices; ++s) sum += acc[s * size + i];

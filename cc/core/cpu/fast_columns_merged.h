@@ -66,8 +66,11 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
   // read them: panel[((kh * blocks + cb) * panel_rows + k) * nb + j] = w[kh][kw][ci][k] for
   // the column cb * nb + j = kw * FI + ci, zero past `columns` (with pairs, row k / 2, the
   // low half for even k and the high half for odd k).
-  std::vector<float> panel(g.filter_rows * blocks * panel_rows * nb, 0.0f);
-  uint32_t* const panel32 = reinterpret_cast<uint32_t*>(panel.data());
+  const int64_t panel_floats = g.filter_rows * blocks * panel_rows * nb;
+  Workspace panel_space(panel_floats * sizeof(float));
+  float* const panel = panel_space.data<float>();
+  std::fill(panel, panel + panel_floats, 0.0f);
+  uint32_t* const panel32 = reinterpret_cast<uint32_t*>(panel);
   for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
     for (int64_t k = 0; k < K; ++k) {
       for (int64_t j = 0; j < columns; ++j) {
@@ -106,7 +109,7 @@ void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, 
         if (num < 0 || num % g.stride_rows != 0 || num / g.stride_rows >= g.out_rows) continue;
         const T* dy_row = dy + (n * g.out_rows + num / g.stride_rows) * g.out_cols * K;
         for (int64_t cb = 0; cb < blocks; ++cb) {
-          const float* b = panel.data() + (kh * blocks + cb) * panel_rows * nb;
+          const float* b = panel + (kh * blocks + cb) * panel_rows * nb;
           if (full_tiles > 0) {
             Note(Path::kColumnsMergedFullTiles);
             NoteKernel(kernels.affine[kind]);

@@ -96,7 +96,8 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
                        const T* src, T* dst, const ParallelFor& parallel_for) {
   constexpr int kind = KindOf<T>();
   const int64_t C = g.in_depth, KW = g.filter_cols, taps = g.filter_rows * KW;
-  std::vector<float> panel(taps * C);
+  Workspace panel_space(taps * C * sizeof(float));
+  float* const panel = panel_space.data<float>();
   for (int64_t i = 0; i < taps * C; ++i) panel[i] = static_cast<float>(w[i]);
 
   // Channel blocks; one narrower than its kernel (the remainder under 16) is summed in
@@ -234,7 +235,7 @@ void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw
         }
         for (int64_t k = 0; k < nblocks; ++k) {
           for (int64_t t = 0; t < count; ++t) {
-            const float* tap_panel = panel.data() + tap_rows[t / cols] * KW * C + blocks[k].begin;
+            const float* tap_panel = panel + tap_rows[t / cols] * KW * C + blocks[k].begin;
             b[k * count + t] = tap_panel + cc.taps[t % cols] * C;
             if (by_rows) b_rows[k * count + t] = tap_panel + cc.taps[cc.by_column[t % cols]] * C;
           }
