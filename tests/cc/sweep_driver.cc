@@ -409,8 +409,20 @@ void NchwSpace(const Add& add) {
 // and the rows past them (31, 32, 33, 63..65, 95, 97), for each tile width (16, 32 and 64
 // columns and wider), and every affine run length 1..70 pixels (blocks of 16 and 32 pixels and
 // each tail), pointwise; and 3x3 layers at stride 1 and 2 (indirect tiles at the edges,
-// affine runs inside).
+// affine runs inside). Then stride-1 bands as whole affine runs (32 reduction channels a tap
+// and more): rows narrower than a tile and wider, several bands and a short last one, a 5x5
+// filter, dilations, groups, NCHW, and a reduction in two chunks.
 void AmxSpace(const Add& add) {
+  for (int64_t cols : {1, 3, 14, 17, 40}) {
+    add({"amx runs", 2, 9, cols, 32, 3, 3, 32, 48, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kAll});
+  }
+  add({"amx runs", 1, 30, 30, 64, 3, 3, 64, 64, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kAll});
+  add({"amx runs", 2, 11, 13, 40, 5, 5, 40, 33, Attrs(1, 1, 1, 1, Padding::kValid), Layout::kNHWC, kAll});
+  add({"amx runs", 2, 12, 15, 33, 3, 3, 33, 35, Attrs(1, 1, 2, 3, Padding::kSame), Layout::kNHWC, kAll});
+  add({"amx runs", 2, 7, 9, 128, 3, 3, 64, 96, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kAll});
+  add({"amx runs", 2, 6, 19, 64, 3, 3, 64, 40, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW, kAll});
+  add({"amx runs", 1, 5, 6, 700, 3, 3, 700, 64, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kAll});
+
   const int64_t channels[][2] = {{32, 16}, {33, 16}, {65, 32}, {64, 64}, {95, 40}, {31, 70}, {97, 130}};
   for (const auto& ch : channels) {
     for (int64_t cols : Range(1, 70)) {
@@ -851,12 +863,14 @@ int Main(int argc, char** argv) {
   int64_t unreached = 0;
   if (coverage) {
     // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair
-    // kernels (and the packing of pairs) without AVX-512 BF16, the depthwise row kernels
-    // without AVX-512, the GEMMs that round 16-bit results without vector rounding.
+    // kernels (and the packing of pairs) without AVX-512 BF16, bands run whole without AMX,
+    // the depthwise row kernels without AVX-512, the GEMMs that round 16-bit results without
+    // vector rounding.
     const KernelTable& table = Kernels();
     const bool pairs = table.gemm_bf16_pairs != nullptr;
     const bool rows = table.dw[0].row[0][0][kElemF32] != nullptr;
     const bool narrowed = table.gemm[0].affine_narrow[kElemF16] != nullptr;
+    const bool amx = pairs && table.gemm_bf16_pairs == AmxBf16GemmKernels();
     for (int p = 0; p < static_cast<int>(Path::kCount); ++p) {
       const Path path = static_cast<Path>(p);
       const uint64_t n = PathCount(path);
@@ -864,6 +878,7 @@ int Main(int argc, char** argv) {
                                        path != Path::kColumnsMergedPairs &&
                                        path != Path::kBandedMergedStraddling)) &&
                             (rows || path != Path::kDepthwiseRowKernel) &&
+                            (amx || path != Path::kBandedWholeRuns) &&
                             (narrowed || (path != Path::kIndirectNarrowed &&
                                           path != Path::kBandedRowsNarrowed));
       std::printf("  path %-70s %llu%s\n", PathName(path), (unsigned long long)n,

@@ -48,6 +48,7 @@ namespace cpu {
   X(kBandedSplit, "banded/bands narrowed for enough work units")                              \
   X(kBandCopyTooLarge, "banded/band copy past its cap: indirect instead")                     \
   X(kBandedRowRuns, "banded/an affine run of whole tiles per computed row")                   \
+  X(kBandedWholeRuns, "banded/each band one affine run over whole copy rows")                 \
   X(kBandedRowRests, "banded/rows' left-over pixels through the indirect kernel")             \
   X(kBandedRowsInPlace, "banded/float rows written in place")                                 \
   X(kBandedRowsNarrowed, "banded/16-bit rows rounded by the micro-kernel, in place")          \

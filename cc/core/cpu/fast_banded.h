@@ -51,6 +51,10 @@ struct BandPlan {
   int64_t pitch = 0;               // pixels per row of a band's copy
   int64_t band = 0, bands = 0;
   bool split = false;  // bands narrowed for enough work units
+  // Each band as one affine run over its copy's whole width (see RunBanded), and the pixels
+  // past a band's copy that run's last tile may read.
+  bool whole_runs = false;
+  int64_t copy_slack = 0;
   // Whole tiles per computed row, and pixels left over per row.
   int64_t row_tiles = 0, row_rest = 0;
   int64_t max_tiles = 0;  // tiles of a band, left-over ones included
@@ -60,7 +64,7 @@ struct BandPlan {
 };
 
 inline BandPlan PlanBands(int64_t batch, const DimMap& dh, const DimMap& dw,
-                          int64_t column_blocks, int mr) {
+                          int64_t column_blocks, int mr, bool whole_runs) {
   BandPlan p;
   dh.Candidates(0, &p.taps_h, &p.base_h);
   dw.Candidates(0, &p.taps_w, &p.base_w);
@@ -78,8 +82,16 @@ inline BandPlan PlanBands(int64_t batch, const DimMap& dh, const DimMap& dw,
     p.band = CeilDiv(p.band, 2);
   }
   p.bands = CeilDiv(dh.size, p.band);
-  p.row_tiles = dw.size / mr, p.row_rest = dw.size - p.row_tiles * mr;
-  p.max_tiles = p.band * p.row_tiles + CeilDiv(p.band * p.row_rest, mr);
+  p.whole_runs = whole_runs && p.step_h == 1 && p.step_w == 1;
+  if (p.whole_runs) {
+    // Its last tile reads at most mr pixels past the band's last computed one, each tap at
+    // most span_w - 1 pixels right of the copy's last row.
+    p.max_tiles = CeilDiv((p.band - 1) * p.pitch + dw.size, mr);
+    p.copy_slack = mr + p.span_w;
+  } else {
+    p.row_tiles = dw.size / mr, p.row_rest = dw.size - p.row_tiles * mr;
+    p.max_tiles = p.band * p.row_tiles + CeilDiv(p.band * p.row_rest, mr);
+  }
   p.copy_pixels = ((p.band - 1.0) * p.step_h + p.span_h) * p.pitch;
   return p;
 }
@@ -91,11 +103,12 @@ inline bool BandCopyFits(const BandPlan& p, int64_t channels) {
 }
 
 // Runs a forward pass, or a stride-1 backprop-input pass, through zero-padded copies of
-// bands of source rows, as `plan` (PlanBands of the same batch, maps, column blocks and mr,
-// within BandCopyFits) lays them out. In the copy every computed pixel reads each tap at a fixed offset
-// from its own position, with no bounds to check; taps that read padding multiply zeros. A
-// work unit is (image, band of computed rows, column block); its copy (all source channels)
-// lives in per-thread scratch, and is kept for the thread's next unit of the same band.
+// bands of source rows, as `plan` (PlanBands of the same batch, maps, column blocks, mr and
+// whole_runs, within BandCopyFits) lays them out. In the copy every computed pixel reads
+// each tap at a fixed offset from its own position, with no bounds to check; taps that
+// read padding multiply zeros. A work unit is (image, band of computed rows, column block);
+// its copy (all source channels) lives in per-thread scratch, and is kept for the thread's
+// next unit of the same band.
 //
 // Each computed row is an affine run of its whole tiles, written in place where whole column
 // blocks allow (floats, or through `narrow` as RunIndirect's), and the pixels left over at
@@ -103,6 +116,12 @@ inline bool BandCopyFits(const BandPlan& p, int64_t channels) {
 // into the copy. Stride 1 too: a whole band, row ends included, as one run through a result
 // buffer spares the left-over tiles, but copying its results out costs more (3 -> 16
 // channels, 3x3, 112x112 images: 23% slower, 33% in 16-bit types).
+//
+// With plan.whole_runs (asked for on AMX tiles, where an indirect tile costs a copy of its
+// pixels; taken at stride 1), a band is instead one affine run through a result buffer, its
+// computed rows a copy row apart: the copy's columns past the computed ones (span_w - 1 per
+// row) are computed too and dropped, and no pixel goes through the indirect kernel, even
+// in rows narrower than a tile.
 //
 // Arguments as RunIndirect's, but the packed filter of each tap is at
 // FilterSlot(tap, filter_cols, reversed_cols): slots run along the source columns the taps
@@ -140,6 +159,8 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
   const int64_t taps = static_cast<int64_t>(tap_offset.size());
   if (merge_cols) depth *= filter_cols, chunk = depth;
   const int64_t row_tiles = plan.row_tiles, row_rest = plan.row_rest;
+  const bool whole_runs = plan.whole_runs;
+  if (whole_runs) Note(Path::kBandedWholeRuns);
   if (row_tiles > 0) Note(Path::kBandedRowRuns);
   if (row_rest > 0) Note(Path::kBandedRowRests);
   const int64_t max_tiles = plan.max_tiles;
@@ -154,7 +175,7 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
 
   parallel_for(batch * bands * column_blocks,
                Cost(2.0 * band * dw.size * nb * depth * taps), [&](int64_t begin, int64_t end) {
-    T* const copy = Scratch<T, 22>(copy_pixels * src_channels);
+    T* const copy = Scratch<T, 22>((copy_pixels + plan.copy_slack) * src_channels);
     // Results not written in place: rows of whole tiles at cbuf + row * row_tiles * mr * nb,
     // then the left-over tiles.
     float* const cbuf = Scratch<float, 23>(max_tiles * mr * nb);
@@ -181,6 +202,8 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
           std::copy(in + c0 * src_channels, in + c1 * src_channels, out + (c0 - low_w) * src_channels);
           std::fill(out + (c1 - low_w) * src_channels, out + pitch * src_channels, T(0.0f));
         }
+        T* const slack = copy + copy_rows * pitch * src_channels;
+        std::fill(slack, slack + plan.copy_slack * src_channels, T(0.0f));
         copied = nb_index;
       }
       const ColumnBlock col = column(cb);
@@ -205,6 +228,12 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
           b[t] = col.panel + tap_slot[t] * col.tap_stride + k0 * col.row_floats;
         }
         const T* const base = copy + col.src_offset + k0;
+        if (whole_runs) {
+          for (int64_t t = 0; t < taps; ++t) a[t] = base + tap_offset[t];
+          affine(CeilDiv((rows - 1) * pitch + dw.size, mr), taps, a, src_channels, b, len, cbuf,
+                 nb, k > 0);
+          continue;
+        }
         for (int64_t i = 0; i < rows && row_tiles > 0; ++i) {
           for (int64_t t = 0; t < taps; ++t) a[t] = base + at(i, 0) + tap_offset[t];
           T* const out = out0 + i * dw.size * dst_channels;
@@ -233,8 +262,9 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
       for (int64_t i = 0; i < rows; ++i) {
         T* const out = out0 + i * dw.size * dst_channels;
         for (int64_t j = in_place ? row_tiles * mr : 0; j < dw.size; ++j) {
-          const float* c = j < row_tiles * mr ? cbuf + (i * row_tiles * mr + j) * nb
-                                              : rest_c + (i * row_rest + j - row_tiles * mr) * nb;
+          const float* c = whole_runs          ? cbuf + (i * pitch + j) * nb
+                           : j < row_tiles * mr ? cbuf + (i * row_tiles * mr + j) * nb
+                                                : rest_c + (i * row_rest + j - row_tiles * mr) * nb;
           WriteOut(c, col.width, out + j * dst_channels);
         }
       }
