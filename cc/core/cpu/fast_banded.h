@@ -177,7 +177,7 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
                Cost(2.0 * band * dw.size * nb * depth * taps), [&](int64_t begin, int64_t end) {
     T* const copy = Scratch<T, 22>((copy_pixels + plan.copy_slack) * src_channels);
     // Results not written in place: rows of whole tiles at cbuf + row * row_tiles * mr * nb,
-    // then the left-over tiles.
+    // then the left-over tiles; with whole runs, computed row i at cbuf + i * pitch * nb.
     float* const cbuf = Scratch<float, 23>(max_tiles * mr * nb);
     const void** const a = Scratch<const void*, 24>(taps * mr);
     const float** const b = Scratch<const float*, 25>(taps);

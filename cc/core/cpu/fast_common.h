@@ -143,9 +143,10 @@ V* Scratch(int64_t size) {
 
 // Workspace for a call's packed filters, accumulators and the NCHW passes' NHWC copies,
 // aligned to kBufferAlign, kept for the next call instead of freed: a new buffer costs a
-// page fault per 4 KiB page on first touch, which takes as long as the transposes themselves. At most kKeptWorkspaceBytes stay allocated between calls,
-// process-wide, whatever the number of threads; concurrent calls each get a buffer of their
-// own. Contents are not initialised.
+// page fault per 4 KiB page on first touch, which takes as long as the transposes
+// themselves. At most kKeptWorkspaceBytes stay allocated between calls, process-wide,
+// whatever the number of threads; concurrent calls each get a buffer of their own.
+// Contents are not initialised.
 constexpr size_t kKeptWorkspaceBytes = size_t{64} << 20;
 
 class Workspace {
