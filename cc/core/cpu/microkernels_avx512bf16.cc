@@ -226,7 +226,8 @@ void DotStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_
 // above) and adds the products to a tile of 16 x 16 floats: 8,192 multiply-adds an
 // instruction. The kernels take the reduction in whole tiles of 32 rows, tap by tap, and the
 // rows past the last whole tile (depth % 32) through DotTile after all taps, so each result's
-// order of summation is fixed by the arguments alone. The affine kernels take blocks of two
+// order of summation is fixed by the arguments alone; a reduction shorter than 32 rows and
+// even (16 channels, say) is one tile of that many rows (TiledDepth). The affine kernels take blocks of two
 // tiles of 16 pixels by one or two column tiles at a time (64 columns: two halves in turn), so
 // that each panel tile loaded serves two pixel tiles. Tiles: the results of pixel tile pb and
 // column tile v in tmm(pb * CV + v) (CV column tiles at a time); the pixels of tile pb in
@@ -246,9 +247,10 @@ template <int NV>
 constexpr int kAmxColumns = NV < 2 ? NV : 2;
 
 // Configures the tiles for CV column tiles of pixel tiles of rows0 and rows1 pixels (rows1
-// 0: one pixel tile; CV 4: one pixel tile).
+// 0: one pixel tile; CV 4: one pixel tile), each tdpbf16ps reducing over `pairs` pair rows
+// (16: a whole tile of 32 reduction rows).
 template <int CV>
-TF_OPS_INLINE void ConfigureTiles(int rows0, int rows1) {
+TF_OPS_INLINE void ConfigureTiles(int rows0, int rows1, int pairs = 16) {
   TileConfig cfg;
   std::memset(&cfg, 0, sizeof(cfg));
   cfg.palette = 1;
@@ -257,11 +259,23 @@ TF_OPS_INLINE void ConfigureTiles(int rows0, int rows1) {
     for (int v = 0; v < CV; ++v) cfg.rows[pb * CV + v] = static_cast<uint8_t>(rows[pb]);
     for (int v = 0; v < CV; ++v) cfg.colsb[pb * CV + v] = 64;
     cfg.rows[4 + pb] = static_cast<uint8_t>(rows[pb]);
-    cfg.colsb[4 + pb] = 64;
+    cfg.colsb[4 + pb] = static_cast<uint16_t>(4 * pairs);
   }
-  for (int t = 6; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  for (int t = 6; t < 8; ++t) cfg.rows[t] = static_cast<uint8_t>(pairs), cfg.colsb[t] = 64;
   asm volatile("ldtilecfg %0" : : "m"(cfg));
 }
+
+// The reduction rows the AMX kernels take in tiles, and the pair rows of each tdpbf16ps: whole
+// tiles of 32 rows, or all of a reduction shorter than 32 and even in one shorter tile, whose
+// configured width keeps the loads within the pixels' rows. An odd reduction shorter than 32
+// goes to DotTile whole: a tile would read past its last row.
+struct TiledDepth {
+  explicit TiledDepth(int64_t depth)
+      : rows(depth < 32 && depth % 2 == 0 ? depth : depth / 32 * 32),
+        pairs(depth < 32 && depth % 2 == 0 ? static_cast<int>(depth / 2) : 16) {}
+  int64_t rows;
+  int pairs;
+};
 
 TF_OPS_INLINE void ReleaseTiles() { asm volatile("tilerelease" ::: "memory"); }
 
@@ -373,14 +387,15 @@ template <int MR, int NV, bool Narrowed>
 void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_step,
                const float* const* b, int64_t depth, void* out, int64_t ldc, bool accumulate) {
   constexpr int NB = NV * 16, CV = kAmxColumns<NV>, kBlock = 32;
-  const int64_t whole = depth / 32 * 32, pixels = tiles * MR;
+  const TiledDepth tiled(depth);
+  const int64_t whole = tiled.rows, pixels = tiles * MR;
   alignas(64) float staged[Narrowed ? kBlock * NB : 1];
   int rows0 = 0, rows1 = 0;
   for (int64_t first = 0; first < pixels; first += kBlock) {
     const int n = static_cast<int>(std::min<int64_t>(kBlock, pixels - first));
     if (whole > 0 && (std::min(n, 16) != rows0 || std::max(n - 16, 0) != rows1)) {
       rows0 = std::min(n, 16), rows1 = std::max(n - 16, 0);
-      ConfigureTiles<CV>(rows0, rows1);
+      ConfigureTiles<CV>(rows0, rows1, tiled.pairs);
     }
     float* const c = Narrowed ? staged : static_cast<float*>(out) + first * ldc;
     const int64_t c_ld = Narrowed ? NB : ldc;
@@ -429,10 +444,13 @@ template <int MR, int NV>
 void AmxIndirect(int64_t taps, const void* const* a, const float* const* b, int64_t depth,
                  float* c, bool accumulate) {
   constexpr int NB = NV * 16;
-  const int64_t whole = depth / 32 * 32;
+  const TiledDepth tiled(depth);
+  const int64_t whole = tiled.rows;
   if (whole > 0) {
     alignas(64) uint16_t rows[MR][32];
-    ConfigureTiles<NV>(MR, 0);
+    // A short tile's rows are read up to its last reduction row only.
+    const __mmask32 row_mask = whole < 32 ? (__mmask32{1} << whole) - 1 : ~__mmask32{0};
+    ConfigureTiles<NV>(MR, 0, tiled.pairs);
     const auto result = [&](int tile) { return c + tile * 16; };
     Unrolled<NV>([&](auto tile) {
       if (accumulate) {
@@ -447,7 +465,7 @@ void AmxIndirect(int64_t taps, const void* const* a, const float* const* b, int6
 #pragma GCC unroll 16
         for (int m = 0; m < MR; ++m) {
           const uint16_t* src = static_cast<const uint16_t*>(a[t * MR + m]) + k;
-          _mm512_store_si512(rows[m], _mm512_loadu_si512(src));
+          _mm512_store_si512(rows[m], _mm512_maskz_loadu_epi16(row_mask, src));
         }
         TileLoad<4>(rows, 64);
         Unrolled<NV>([&](auto v) {
