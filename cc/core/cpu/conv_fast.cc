@@ -29,6 +29,7 @@
 #include "cc/core/cpu/fast_depthwise.h"
 #include "cc/core/cpu/fast_filter.h"
 #include "cc/core/cpu/fast_indirect.h"
+#include "cc/core/cpu/fast_space_to_depth.h"
 #include "cc/core/cpu/microkernels.h"
 
 namespace tf_ops {
@@ -135,7 +136,8 @@ using namespace fast;  // fast_common.h
 // layers of 256 channels, 192 KiB chunks ran 15% slower.
 constexpr int64_t kPanelFloats = 192 * 1024;
 
-// NCHW passes run on NHWC copies of this many elements at most (and at least one image).
+// NCHW passes run on NHWC copies of this many elements at most (and at least one image), and
+// space-to-depth passes on copies of as many.
 constexpr int64_t kNchwChunkElements = int64_t{1} << 21;
 
 // Half and bfloat16 filter gradients widened to float run on float copies of chunks of
@@ -149,8 +151,39 @@ int64_t NchwChunk(int64_t batch, int64_t elements) {
   return std::max<int64_t>(1, std::min(batch, kNchwChunkElements / std::max<int64_t>(1, elements)));
 }
 
+template <typename T>
+void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w, const T* src,
+                  T* dst, const ParallelFor& parallel_for);
+
+// A strided forward pass (SpaceToDepthApplies) as the stride-1 pass over space-to-depth
+// copies of chunks of images (at most kNchwChunkElements copy elements, at least one image),
+// NHWC. On AMX tiles the strided pass runs indirect, each tile's pixels copied into a tile,
+// and the stride-1 pass as affine runs (16x16 patches at stride 16, 3 -> 384 channels,
+// 224x224 images: 6.1 -> 1.4 ms for the pass, the copy aside).
+template <typename T>
+void ForwardSpaceToDepth(const ConvGeometry& g, const T* w, const T* x, T* y,
+                         const ParallelFor& parallel_for) {
+  Note(Path::kForwardSpaceToDepth);
+  ConvGeometry d = SpaceToDepthGeometry(g);
+  const int64_t image = d.in_rows * d.in_cols * d.in_depth;
+  const int64_t chunk = NchwChunk(g.batch, image);
+  if (chunk < g.batch) Note(Path::kSpaceToDepthChunks);
+  Workspace w_space(g.filter_elements() * sizeof(T)), x_space(chunk * image * sizeof(T));
+  T* const wd = w_space.data<T>();
+  T* const xd = x_space.data<T>();
+  SpaceToDepthFilter(g, d, w, wd);
+  for (int64_t n = 0; n < g.batch; n += chunk) {
+    ConvGeometry gc = g;
+    gc.batch = d.batch = std::min(chunk, g.batch - n);
+    SpaceToDepthCopy(gc, d, x + n * g.in_rows * g.in_cols * g.in_depth, xd, parallel_for);
+    IndirectNhwc(d, /*forward=*/true, /*winograd=*/false, wd, xd,
+                 y + n * g.out_rows * g.out_cols * g.out_depth, parallel_for);
+  }
+}
+
 // Grouped GEMM over the indirection table, depthwise by rows, or (`winograd`, where
-// WinogradApplies) Winograd, NHWC, any batch. `forward` picks the direction: forward reads x
+// WinogradApplies) Winograd, NHWC, any batch; bfloat16 forward on AMX tiles through a
+// space-to-depth copy where SpaceToDepthApplies. `forward` picks the direction: forward reads x
 // and writes y, otherwise reads dy and writes dx.
 template <typename T>
 void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w, const T* src,
@@ -160,6 +193,11 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   const int64_t FI = g.filter_in_depth, K = g.out_depth, G = g.groups;
   const int64_t Kg = g.out_depth_per_group();
   if (winograd) return WinogradNhwc(g, forward, w, src, dst, parallel_for);
+  if constexpr (kind == kElemBF16) {
+    if (forward && AmxTiles() && SpaceToDepthApplies(g)) {
+      return ForwardSpaceToDepth(g, w, src, dst, parallel_for);
+    }
+  }
   if (!forward && G == 1 && FI <= 8 && g.filter_cols > 1) {
     Note(Path::kInputColumnsMerged);
     return BackpropInputColumnsMerged(g, w, src, dst, parallel_for);

@@ -22,6 +22,8 @@ namespace cpu {
   X(kForwardIndirect, "forward/indirect")                                                     \
   X(kForwardDepthwise, "forward/depthwise rows")                                              \
   X(kForwardWinograd, "forward/Winograd F(4x4, 3x3)")                                         \
+  X(kForwardSpaceToDepth, "forward/strided as stride 1 over a space-to-depth copy")           \
+  X(kSpaceToDepthChunks, "space to depth/several chunks of images")                           \
   X(kInputColumnsMerged, "backprop input/filter columns merged into GEMM columns")           \
   X(kInputPointwise, "backprop input/pointwise")                                              \
   X(kInputBanded, "backprop input/banded")                                                    \

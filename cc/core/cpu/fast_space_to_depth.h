@@ -1,0 +1,102 @@
+// Strided forward passes whose filter covers whole strides, run as stride-1 passes over a
+// space-to-depth copy of the input. Internal to cc/core/cpu; included by conv_fast.cc.
+#ifndef TF_OPS_CC_CORE_CPU_FAST_SPACE_TO_DEPTH_H_
+#define TF_OPS_CC_CORE_CPU_FAST_SPACE_TO_DEPTH_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+
+#include "cc/core/conv_geometry.h"
+#include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/fast_common.h"
+
+namespace tf_ops {
+namespace cpu {
+namespace fast {
+
+// Source channels of the stride-1 pass (stride_rows * stride_cols * in_depth) at least: with
+// fewer, the reduction holds less than two whole AMX tiles a tap (on a 4x4 stride-4 stem of
+// 3 -> 96 channels, 48 a tap, the copy ran slower than the strided pass).
+inline constexpr int64_t kSpaceToDepthMinDepth = 64;
+
+// Whether a forward pass can run over a space-to-depth copy: a stride above 1, filter rows and
+// columns multiples of the strides (4x4 at stride 2, 16x16 patches at stride 16), no
+// dilation, one group, and at least kSpaceToDepthMinDepth channels in the copy.
+inline bool SpaceToDepthApplies(const ConvGeometry& g) {
+  const int64_t sr = g.stride_rows, sc = g.stride_cols;
+  return (sr > 1 || sc > 1) && g.filter_rows % sr == 0 && g.filter_cols % sc == 0 &&
+         g.dilation_rows == 1 && g.dilation_cols == 1 && g.groups == 1 &&
+         sr * sc * g.in_depth >= kSpaceToDepthMinDepth;
+}
+
+// The stride-1 pass: source pixel (i, j) of the copy holds, as channel (a * sc + b) * C + c,
+// channel c of input pixel (i * sr + a - pad_top, j * sc + b - pad_left) (zero outside the
+// input), and filter tap (p, q) holds tap (p * sr + a, q * sc + b) at the same channels. Output
+// pixel (oy, ox) reads copy pixels (oy + p, ox + q): the same products as the strided pass,
+// each input pixel once per tap that reaches it, without padding (VALID).
+inline ConvGeometry SpaceToDepthGeometry(const ConvGeometry& g) {
+  ConvGeometry d = g;
+  d.filter_rows = g.filter_rows / g.stride_rows;
+  d.filter_cols = g.filter_cols / g.stride_cols;
+  d.in_rows = g.out_rows + d.filter_rows - 1;
+  d.in_cols = g.out_cols + d.filter_cols - 1;
+  d.in_depth = d.filter_in_depth = g.stride_rows * g.stride_cols * g.in_depth;
+  d.stride_rows = d.stride_cols = 1;
+  d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = 0;
+  return d;
+}
+
+// The copy of images [0, d.batch) of x (NHWC, geometry g) for the pass d, into xd.
+template <typename T>
+void SpaceToDepthCopy(const ConvGeometry& g, const ConvGeometry& d, const T* x, T* xd,
+                      const ParallelFor& parallel_for) {
+  const int64_t sr = g.stride_rows, sc = g.stride_cols, C = g.in_depth, run = sc * C;
+  parallel_for(d.batch * d.in_rows, Cost(d.in_cols * d.in_depth), [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t n = unit / d.in_rows, i = unit % d.in_rows;
+      T* const out_row = xd + unit * d.in_cols * d.in_depth;
+      for (int64_t a = 0; a < sr; ++a) {
+        const int64_t r = i * sr + a - g.pad_top;
+        const bool inside = r >= 0 && r < g.in_rows;
+        for (int64_t j = 0; j < d.in_cols; ++j) {
+          // Channels (a * sc + b) * C + c for b < sc: input columns c0 + b, those with b in
+          // [lo, hi) inside the input.
+          T* const out = out_row + j * d.in_depth + a * run;
+          const int64_t c0 = j * sc - g.pad_left;
+          const int64_t lo = std::clamp<int64_t>(-c0, 0, sc);
+          const int64_t hi = inside ? std::clamp<int64_t>(g.in_cols - c0, lo, sc) : lo;
+          std::fill(out, out + lo * C, T(0.0f));
+          if (hi > lo) {
+            const T* const in = x + ((n * g.in_rows + r) * g.in_cols + c0 + lo) * C;
+            std::copy(in, in + (hi - lo) * C, out + lo * C);
+          }
+          std::fill(out + hi * C, out + run, T(0.0f));
+        }
+      }
+    }
+  });
+}
+
+// The filter of the pass d: tap (p, q), channel (a * sc + b) * C + c, output k is w's tap
+// (p * sr + a, q * sc + b), channel c, output k; both [KH, KW, FI, K].
+template <typename T>
+void SpaceToDepthFilter(const ConvGeometry& g, const ConvGeometry& d, const T* w, T* wd) {
+  const int64_t sr = g.stride_rows, sc = g.stride_cols, block = g.in_depth * g.out_depth;
+  for (int64_t p = 0; p < d.filter_rows; ++p) {
+    for (int64_t q = 0; q < d.filter_cols; ++q) {
+      for (int64_t a = 0; a < sr; ++a) {
+        for (int64_t b = 0; b < sc; ++b) {
+          const T* const in = w + ((p * sr + a) * g.filter_cols + q * sc + b) * block;
+          std::copy(in, in + block, wd + ((p * d.filter_cols + q) * sr * sc + a * sc + b) * block);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace fast
+}  // namespace cpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_CPU_FAST_SPACE_TO_DEPTH_H_
