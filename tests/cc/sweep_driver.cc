@@ -423,7 +423,7 @@ void AmxSpace(const Add& add) {
   add({"amx runs", 2, 6, 19, 64, 3, 3, 64, 40, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW, kAll});
   add({"amx runs", 1, 5, 6, 700, 3, 3, 700, 64, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kAll});
 
-  // Strided forward passes over space-to-depth copies: strides 2, 3, 4 and mixed, filters of
+  // Strided forward and backprop-input passes through space-to-depth copies: strides 2, 3, 4 and mixed, filters of
   // one and several strides, copies of 60 (not taken), 63 (not taken), 64, 72, 132 and 160
   // channels, SAME, VALID (rows and columns past the last tap) and explicit padding wider than
   // a stride, NCHW, and a batch in two chunks.
@@ -434,17 +434,17 @@ void AmxSpace(const Add& add) {
       for (int64_t size : {9, 17}) {
         for (Padding padding : {Padding::kSame, Padding::kValid}) {
           add({"amx space to depth", 2, size, size + 2, c, f[0], f[1], c, c == 33 ? 130 : 48,
-               Attrs(f[2], f[3], 1, 1, padding), Layout::kNHWC, kForward});
+               Attrs(f[2], f[3], 1, 1, padding), Layout::kNHWC, kForward | kInput});
         }
       }
     }
     add({"amx space to depth", 1, 10, 11, 16, f[0], f[1], 16, 17,
-         Attrs(f[2], f[3], 1, 1, Padding::kExplicit, 5, 1, 0, 7), Layout::kNHWC, kForward});
+         Attrs(f[2], f[3], 1, 1, Padding::kExplicit, 5, 1, 0, 7), Layout::kNHWC, kForward | kInput});
     add({"amx space to depth", 2, 8, 13, 32, f[0], f[1], 32, 33, Attrs(f[2], f[3], 1, 1, Padding::kSame),
-         Layout::kNCHW, kForward});
+         Layout::kNCHW, kForward | kInput});
   }
   add({"amx space to depth chunks", 2, 128, 130, 64, 2, 2, 64, 16, Attrs(2, 2, 1, 1, Padding::kValid),
-       Layout::kNHWC, kForward});
+       Layout::kNHWC, kForward | kInput});
 
   const int64_t channels[][2] = {{32, 16}, {33, 16}, {65, 32}, {64, 64}, {95, 40}, {31, 70}, {97, 130}};
   for (const auto& ch : channels) {
@@ -887,7 +887,7 @@ int Main(int argc, char** argv) {
   if (coverage) {
     // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair
     // kernels (and the packing of pairs) without AVX-512 BF16, bands run whole without AMX,
-    // strided forward passes over space-to-depth copies without AMX (bfloat16 on AMX only),
+    // strided passes through space-to-depth copies without AMX (bfloat16 on AMX only),
     // the depthwise row kernels without AVX-512, the GEMMs that round 16-bit results without
     // vector rounding.
     const KernelTable& table = Kernels();
@@ -904,6 +904,7 @@ int Main(int argc, char** argv) {
                             (rows || path != Path::kDepthwiseRowKernel) &&
                             (amx || (path != Path::kBandedWholeRuns &&
                                      path != Path::kForwardSpaceToDepth &&
+                                     path != Path::kInputSpaceToDepth &&
                                      path != Path::kSpaceToDepthChunks)) &&
                             (narrowed || (path != Path::kIndirectNarrowed &&
                                           path != Path::kBandedRowsNarrowed));

@@ -31,6 +31,7 @@ namespace cpu {
   X(kInputIndirect, "backprop input/indirect")                                                \
   X(kInputDepthwise, "backprop input/depthwise rows")                                         \
   X(kInputWinograd, "backprop input/Winograd F(4x4, 3x3)")                                    \
+  X(kInputSpaceToDepth, "backprop input/strided as stride 1 into a space-to-depth copy")      \
   X(kWinogradColumnBlocks, "winograd/several column blocks")                                  \
   X(kWinogradPaddedRows, "winograd/a block's tiles padded to whole GEMM tiles")               \
   X(kWinogradEdgeTiles, "winograd/tiles past the output's last row or column")                \

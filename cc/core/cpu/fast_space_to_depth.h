@@ -1,5 +1,5 @@
-// Strided forward passes whose filter covers whole strides, run as stride-1 passes over a
-// space-to-depth copy of the input. Internal to cc/core/cpu; included by conv_fast.cc.
+// Strided forward and backprop-input passes whose filter covers whole strides, run as stride-1
+// passes over a space-to-depth copy of the input (forward) or into one of the input gradient. Internal to cc/core/cpu; included by conv_fast.cc.
 #ifndef TF_OPS_CC_CORE_CPU_FAST_SPACE_TO_DEPTH_H_
 #define TF_OPS_CC_CORE_CPU_FAST_SPACE_TO_DEPTH_H_
 
@@ -20,8 +20,8 @@ namespace fast {
 // 3 -> 96 channels, 48 a tap, the copy ran slower than the strided pass).
 inline constexpr int64_t kSpaceToDepthMinDepth = 64;
 
-// Whether a forward pass can run over a space-to-depth copy: a stride above 1, filter rows and
-// columns multiples of the strides (4x4 at stride 2, 16x16 patches at stride 16), no
+// Whether a forward or backprop-input pass can run over a space-to-depth copy: a stride above
+// 1, filter rows and columns multiples of the strides (4x4 at stride 2, 16x16 patches at stride 16), no
 // dilation, one group, and at least kSpaceToDepthMinDepth channels in the copy.
 inline bool SpaceToDepthApplies(const ConvGeometry& g) {
   const int64_t sr = g.stride_rows, sc = g.stride_cols;
@@ -74,6 +74,40 @@ void SpaceToDepthCopy(const ConvGeometry& g, const ConvGeometry& d, const T* x, 
           std::fill(out + hi * C, out + run, T(0.0f));
         }
       }
+    }
+  });
+}
+
+// Images [0, d.batch) of the input gradient dx (NHWC, geometry g) from dxd, the input gradient
+// of the pass d: the inverse of SpaceToDepthCopy, zero at input pixels the copy does not hold
+// (past the last tap of a VALID pass).
+template <typename T>
+void DepthToSpaceCopy(const ConvGeometry& g, const ConvGeometry& d, const T* dxd, T* dx,
+                      const ParallelFor& parallel_for) {
+  const int64_t sr = g.stride_rows, sc = g.stride_cols, C = g.in_depth;
+  // Input columns [0, held) are in the copy.
+  const int64_t held = std::min(g.in_cols, d.in_cols * sc - g.pad_left);
+  parallel_for(d.batch * g.in_rows, Cost(g.in_cols * C), [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t n = unit / g.in_rows, r = unit % g.in_rows;
+      const int64_t i = (r + g.pad_top) / sr, a = (r + g.pad_top) % sr;
+      T* const out = dx + unit * g.in_cols * C;
+      if (i >= d.in_rows) {
+        std::fill(out, out + g.in_cols * C, T(0.0f));
+        continue;
+      }
+      const T* const in_row = dxd + (n * d.in_rows + i) * d.in_cols * d.in_depth + a * sc * C;
+      for (int64_t j = 0; j < d.in_cols; ++j) {
+        // Input columns c0 + b for b in [lo, hi), channels (a * sc + b) * C + c of pixel j.
+        const int64_t c0 = j * sc - g.pad_left;
+        const int64_t lo = std::clamp<int64_t>(-c0, 0, sc);
+        const int64_t hi = std::clamp<int64_t>(g.in_cols - c0, lo, sc);
+        if (hi > lo) {
+          const T* const in = in_row + j * d.in_depth;
+          std::copy(in + lo * C, in + hi * C, out + (c0 + lo) * C);
+        }
+      }
+      std::fill(out + std::max<int64_t>(held, 0) * C, out + g.in_cols * C, T(0.0f));
     }
   });
 }
