@@ -423,28 +423,32 @@ void AmxSpace(const Add& add) {
   add({"amx runs", 2, 6, 19, 64, 3, 3, 64, 40, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW, kAll});
   add({"amx runs", 1, 5, 6, 700, 3, 3, 700, 64, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kAll});
 
-  // Strided forward and backprop-input passes through space-to-depth copies: strides 2, 3, 4 and mixed, filters of
-  // one and several strides, copies of 60 (not taken), 63 (not taken), 64, 72, 132 and 160
-  // channels, SAME, VALID (rows and columns past the last tap) and explicit padding wider than
-  // a stride, NCHW, and a batch in two chunks.
+  // Strided forward and backprop-input passes through space-to-depth copies: strides 2, 3, 4
+  // and mixed, filters of one and several strides, copies of 60 and 63 channels (not taken), 64,
+  // 72 and more, input channels across the forward pass's ceiling (15, 16) and backprop
+  // input's (31 to 33), SAME, VALID (rows and columns past the last tap) and explicit padding
+  // wider than a stride, NCHW, and each direction in two chunks of images.
   const int64_t s2d[][4] = {{2, 2, 2, 2}, {4, 4, 2, 2}, {6, 4, 2, 2}, {3, 3, 3, 3}, {6, 3, 3, 3},
                             {4, 3, 2, 1}, {3, 4, 1, 2}, {4, 4, 4, 4}, {4, 6, 2, 3}};
   for (const auto& f : s2d) {
-    for (int64_t c : {16, 15, 33, 40, 8, 7}) {
+    for (int64_t c : {15, 16, 31, 32, 33, 8, 7}) {
       for (int64_t size : {9, 17}) {
         for (Padding padding : {Padding::kSame, Padding::kValid}) {
-          add({"amx space to depth", 2, size, size + 2, c, f[0], f[1], c, c == 33 ? 130 : 48,
+          add({"amx space to depth", 2, size, size + 2, c, f[0], f[1], c, c == 31 ? 130 : 48,
                Attrs(f[2], f[3], 1, 1, padding), Layout::kNHWC, kForward | kInput});
         }
       }
     }
-    add({"amx space to depth", 1, 10, 11, 16, f[0], f[1], 16, 17,
+    const int64_t least = (64 + f[2] * f[3] - 1) / (f[2] * f[3]);  // the fewest channels taken
+    add({"amx space to depth", 1, 10, 11, least, f[0], f[1], least, 17,
          Attrs(f[2], f[3], 1, 1, Padding::kExplicit, 5, 1, 0, 7), Layout::kNHWC, kForward | kInput});
-    add({"amx space to depth", 2, 8, 13, 32, f[0], f[1], 32, 33, Attrs(f[2], f[3], 1, 1, Padding::kSame),
-         Layout::kNCHW, kForward | kInput});
+    add({"amx space to depth", 2, 8, 13, least, f[0], f[1], least, 33,
+         Attrs(f[2], f[3], 1, 1, Padding::kSame), Layout::kNCHW, kForward | kInput});
   }
-  add({"amx space to depth chunks", 2, 128, 130, 64, 2, 2, 64, 16, Attrs(2, 2, 1, 1, Padding::kValid),
-       Layout::kNHWC, kForward | kInput});
+  add({"amx space to depth chunks", 2, 256, 260, 16, 2, 2, 16, 16, Attrs(2, 2, 1, 1, Padding::kValid),
+       Layout::kNHWC, kInput});
+  add({"amx space to depth chunks", 2, 364, 366, 8, 4, 4, 8, 16, Attrs(4, 4, 1, 1, Padding::kValid),
+       Layout::kNHWC, kForward});
 
   const int64_t channels[][2] = {{32, 16}, {33, 16}, {65, 32}, {64, 64}, {95, 40}, {31, 70}, {97, 130}};
   for (const auto& ch : channels) {
