@@ -1,5 +1,6 @@
 // Strided forward and backprop-input passes whose filter covers whole strides, run as stride-1
-// passes over a space-to-depth copy of the input (forward) or into one of the input gradient. Internal to cc/core/cpu; included by conv_fast.cc.
+// passes over a space-to-depth copy of the input (forward) or into one of the input gradient.
+// Internal to cc/core/cpu; included by conv_fast.cc.
 #ifndef TF_OPS_CC_CORE_CPU_FAST_SPACE_TO_DEPTH_H_
 #define TF_OPS_CC_CORE_CPU_FAST_SPACE_TO_DEPTH_H_
 
@@ -57,6 +58,13 @@ inline ConvGeometry SpaceToDepthGeometry(const ConvGeometry& g) {
   return d;
 }
 
+// The input columns c0 + b (b < sc) of a copy pixel's block whose first column is c0: those
+// with b in [*lo, *hi) lie inside the input's `cols` columns.
+inline void BlockColumns(int64_t c0, int64_t sc, int64_t cols, int64_t* lo, int64_t* hi) {
+  *lo = std::clamp<int64_t>(-c0, 0, sc);
+  *hi = std::clamp<int64_t>(cols - c0, *lo, sc);
+}
+
 // The copy of images [0, d.batch) of x (NHWC, geometry g) for the pass d, into xd.
 template <typename T>
 void SpaceToDepthCopy(const ConvGeometry& g, const ConvGeometry& d, const T* x, T* xd,
@@ -70,12 +78,12 @@ void SpaceToDepthCopy(const ConvGeometry& g, const ConvGeometry& d, const T* x, 
         const int64_t r = i * sr + a - g.pad_top;
         const bool inside = r >= 0 && r < g.in_rows;
         for (int64_t j = 0; j < d.in_cols; ++j) {
-          // Channels (a * sc + b) * C + c for b < sc: input columns c0 + b, those with b in
-          // [lo, hi) inside the input.
+          // Channels (a * sc + b) * C + c for b < sc: input columns c0 + b.
           T* const out = out_row + j * d.in_depth + a * run;
           const int64_t c0 = j * sc - g.pad_left;
-          const int64_t lo = std::clamp<int64_t>(-c0, 0, sc);
-          const int64_t hi = inside ? std::clamp<int64_t>(g.in_cols - c0, lo, sc) : lo;
+          int64_t lo, hi;
+          BlockColumns(c0, sc, g.in_cols, &lo, &hi);
+          if (!inside) hi = lo;
           std::fill(out, out + lo * C, T(0.0f));
           if (hi > lo) {
             const T* const in = x + ((n * g.in_rows + r) * g.in_cols + c0 + lo) * C;
@@ -110,8 +118,8 @@ void DepthToSpaceCopy(const ConvGeometry& g, const ConvGeometry& d, const T* dxd
       for (int64_t j = 0; j < d.in_cols; ++j) {
         // Input columns c0 + b for b in [lo, hi), channels (a * sc + b) * C + c of pixel j.
         const int64_t c0 = j * sc - g.pad_left;
-        const int64_t lo = std::clamp<int64_t>(-c0, 0, sc);
-        const int64_t hi = std::clamp<int64_t>(g.in_cols - c0, lo, sc);
+        int64_t lo, hi;
+        BlockColumns(c0, sc, g.in_cols, &lo, &hi);
         if (hi > lo) {
           const T* const in = in_row + j * d.in_depth;
           std::copy(in + lo * C, in + hi * C, out + (c0 + lo) * C);

@@ -227,9 +227,9 @@ void DotStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_
 // instruction. The kernels take the reduction in whole tiles of 32 rows, tap by tap, and the
 // rows past the last whole tile (depth % 32) through DotTile after all taps, so each result's
 // order of summation is fixed by the arguments alone; a reduction shorter than 32 rows and
-// even (16 channels, say) is one tile of that many rows (TiledDepth). The affine kernels take blocks of two
-// tiles of 16 pixels by one or two column tiles at a time (64 columns: two halves in turn), so
-// that each panel tile loaded serves two pixel tiles. Tiles: the results of pixel tile pb and
+// even (16 channels, say) is one tile of that many rows (TiledDepth). The affine kernels take
+// blocks of two tiles of 16 pixels by one or two column tiles at a time (64 columns: two
+// halves in turn), so that each panel tile loaded serves two pixel tiles. Tiles: the results of pixel tile pb and
 // column tile v in tmm(pb * CV + v) (CV column tiles at a time); the pixels of tile pb in
 // tmm(4 + pb); panel rows in tmm6 and tmm7, by turns. Every call loads its own tile
 // configuration (the thread may have run other AMX code since) and releases the tiles before
@@ -270,9 +270,11 @@ TF_OPS_INLINE void ConfigureTiles(int rows0, int rows1, int pairs = 16) {
 // configured width keeps the loads within the pixels' rows. An odd reduction shorter than 32
 // goes to DotTile whole: a tile would read past its last row.
 struct TiledDepth {
-  explicit TiledDepth(int64_t depth)
-      : rows(depth < 32 && depth % 2 == 0 ? depth : depth / 32 * 32),
-        pairs(depth < 32 && depth % 2 == 0 ? static_cast<int>(depth / 2) : 16) {}
+  explicit TiledDepth(int64_t depth) {
+    const bool short_tile = depth < 32 && depth % 2 == 0;
+    rows = short_tile ? depth : depth / 32 * 32;
+    pairs = short_tile ? static_cast<int>(depth / 2) : 16;
+  }
   int64_t rows;
   int pairs;
 };
