@@ -57,7 +57,7 @@ SHAPES = [
     Shape("unet", 8, (64, 64, 64), (3, 3, 64, 128), 2, "SAME", extra_ops=("conv2d_backprop_input_v2",)),
     Shape("vgg", 8, (56, 56, 64), (3, 3, 64, 64), 1, "SAME", dtypes=ALL_16),
     Shape("resnet1x1", 16, (28, 28, 64), (1, 1, 64, 256), 1, "VALID", dtypes=ALL_16),
-    Shape("stem", 8, (224, 224, 3), (7, 7, 3, 64), 2, "SAME"),
+    Shape("stem", 8, (224, 224, 3), (7, 7, 3, 64), 2, "SAME", dtypes=("float32", "bfloat16")),
     Shape("small", 32, (32, 32, 16), (3, 3, 16, 16), 1, "SAME"),
     Shape("batch1", 1, (128, 128, 32), (3, 3, 32, 32), 2, "SAME"),
     Shape("dilated", 8, (56, 56, 64), (3, 3, 64, 64), 1, "SAME", dilation=2),

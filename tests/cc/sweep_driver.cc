@@ -411,7 +411,8 @@ void NchwSpace(const Add& add) {
 // each tail), pointwise; and 3x3 layers at stride 1 and 2 (indirect tiles at the edges,
 // affine runs inside). Then stride-1 bands as whole affine runs (32 reduction channels a tap
 // and more): rows narrower than a tile and wider, several bands and a short last one, a 5x5
-// filter, dilations, groups, NCHW, and a reduction in two chunks.
+// filter, dilations, groups, NCHW, and a reduction in two chunks. Then banded passes whose
+// merged filter rows have an odd depth a pixel: padded by a zero, or straddling pairs.
 void AmxSpace(const Add& add) {
   for (int64_t cols : {1, 3, 14, 17, 40}) {
     add({"amx runs", 2, 9, cols, 32, 3, 3, 32, 48, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kAll});
@@ -449,6 +450,27 @@ void AmxSpace(const Add& add) {
        Layout::kNHWC, kInput});
   add({"amx space to depth chunks", 2, 364, 366, 8, 4, 4, 8, 16, Attrs(4, 4, 1, 1, Padding::kValid),
        Layout::kNHWC, kForward});
+
+  // Merged filter rows of an odd depth a pixel (source channels: forward's input, backprop
+  // input's output), padded by a zero while the row's reduction stays under 32 rows and
+  // straddling pairs past it: filter widths on both sides of the bound, strides 1 and 2
+  // (forward), rows with left-over pixels, NCHW.
+  for (int64_t c : {1, 3, 5, 7, 9, 15, 31}) {
+    std::vector<int64_t> widths = {1, 3, 31 / (c + 1), 32 / (c + 1) + 1};
+    std::sort(widths.begin(), widths.end());
+    widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
+    for (int64_t kw : widths) {
+      if (kw < 1) continue;
+      for (int64_t stride : {1, 2}) {
+        add({"amx padded pixels", 2, 5, 37, c, 3, kw, c, 17, Attrs(stride, stride, 1, 1, Padding::kSame),
+             Layout::kNHWC, kForward});
+      }
+      add({"amx padded pixels", 2, 5, 37, 9, 3, kw, 9, c, Attrs(1, 1, 1, 1, Padding::kSame),
+           Layout::kNHWC, kInput});
+      add({"amx padded pixels", 2, 4, 21, c, 2, kw, c, 33, Attrs(1, 1, 1, 1, Padding::kValid),
+           Layout::kNCHW, kForward});
+    }
+  }
 
   const int64_t channels[][2] = {{32, 16}, {33, 16}, {65, 32}, {64, 64}, {95, 40}, {31, 70}, {97, 130}};
   for (const auto& ch : channels) {
@@ -907,6 +929,7 @@ int Main(int argc, char** argv) {
                                        path != Path::kBandedMergedStraddling)) &&
                             (rows || path != Path::kDepthwiseRowKernel) &&
                             (amx || (path != Path::kBandedWholeRuns &&
+                                     path != Path::kBandedPaddedPixels &&
                                      path != Path::kForwardSpaceToDepth &&
                                      path != Path::kInputSpaceToDepth &&
                                      path != Path::kSpaceToDepthChunks)) &&

@@ -56,6 +56,7 @@ namespace cpu {
   X(kBandedRowsInPlace, "banded/float rows written in place")                                 \
   X(kBandedRowsNarrowed, "banded/16-bit rows rounded by the micro-kernel, in place")          \
   X(kBandedMergedStraddling, "banded/bfloat16 pairs straddling merged filter-row taps")       \
+  X(kBandedPaddedPixels, "banded/AMX: odd merged reductions over pixels padded by a zero")    \
   X(kDepthwiseRowKernel, "depthwise/row kernels")                                             \
   X(kDepthwiseAffine, "depthwise/affine kernels")                                             \
   X(kDepthwiseGroups, "depthwise/several pixel groups in a row")                              \

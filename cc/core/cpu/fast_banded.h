@@ -102,6 +102,31 @@ inline bool BandCopyFits(const BandPlan& p, int64_t channels) {
   return p.copy_pixels * channels <= kMaxBandCopy;
 }
 
+// Copies n pixels of `channels` elements each (Channels of them, where not 0) into pixels
+// of one element more, that one zero.
+template <int Channels, typename T>
+void PadPixelsOf(const T* in, int64_t n, int64_t channels, T* out) {
+  const int64_t c = Channels > 0 ? Channels : channels;
+  for (int64_t i = 0; i < n; ++i, in += c, out += c + 1) {
+#pragma GCC unroll 16
+    for (int64_t e = 0; e < c; ++e) out[e] = in[e];
+    out[c] = T(0.0f);
+  }
+}
+
+// The same, unrolled for the channel counts a padded pixel mostly has: with a count known
+// only at run time, the compiler makes each pixel's copy a call to memcpy.
+template <typename T>
+void PadPixels(const T* in, int64_t n, int64_t channels, T* out) {
+  switch (channels) {
+    case 1: return PadPixelsOf<1>(in, n, channels, out);
+    case 3: return PadPixelsOf<3>(in, n, channels, out);
+    case 5: return PadPixelsOf<5>(in, n, channels, out);
+    case 7: return PadPixelsOf<7>(in, n, channels, out);
+    default: return PadPixelsOf<0>(in, n, channels, out);
+  }
+}
+
 // Runs a forward pass, or a stride-1 backprop-input pass, through zero-padded copies of
 // bands of source rows, as `plan` (PlanBands of the same batch, maps, column blocks, mr and
 // whole_runs, within BandCopyFits) lays them out. In the copy every computed pixel reads
@@ -128,15 +153,19 @@ inline bool BandCopyFits(const BandPlan& p, int64_t channels) {
 // read. With `merge_cols`, the column taps of a filter row read neighbouring pixels of the
 // copy, whose channels (all of the reduction) then run on contiguously into the next pixel's,
 // and the packed filter of neighbouring slots likewise: each filter row is then a single tap
-// of filter_cols * depth.
+// of filter_cols * depth. With `pad_pixels`, each pixel of the copy holds a zero after the
+// src_channels of the source (depth counts it too, and the packed filter has a zero row
+// there).
 template <typename T, typename ColumnFn>
 void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimMap& dw,
                int64_t filter_cols,
                bool reversed_cols, bool merge_cols, int mr, int nb, const T* src,
-               int64_t src_channels, T* dst, int64_t dst_channels, int64_t column_blocks,
+               int64_t src_channels, bool pad_pixels, T* dst, int64_t dst_channels,
+               int64_t column_blocks,
                int64_t depth, int64_t chunk, const ColumnFn& column, GemmAffineFn affine,
                GemmIndirectFn indirect, GemmAffineNarrowFn narrow,
                const ParallelFor& parallel_for) {
+  const int64_t copy_channels = src_channels + (pad_pixels ? 1 : 0);
   const std::vector<int64_t>& taps_h = plan.taps_h;
   const std::vector<int64_t>& base_h = plan.base_h;
   const std::vector<int64_t>& taps_w = plan.taps_w;
@@ -152,7 +181,7 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
     for (size_t b = 0; b < (merge_cols ? 1 : taps_w.size()); ++b) {
       const int64_t tw = merge_cols ? (reversed_cols ? filter_cols - 1 : 0) : taps_w[b];
       const int64_t col = merge_cols ? low_w : base_w[b];
-      tap_offset.push_back(((base_h[a] - low_h) * pitch + col - low_w) * src_channels);
+      tap_offset.push_back(((base_h[a] - low_h) * pitch + col - low_w) * copy_channels);
       tap_slot.push_back(FilterSlot(taps_h[a] * filter_cols + tw, filter_cols, reversed_cols));
     }
   }
@@ -175,7 +204,7 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
 
   parallel_for(batch * bands * column_blocks,
                Cost(2.0 * band * dw.size * nb * depth * taps), [&](int64_t begin, int64_t end) {
-    T* const copy = Scratch<T, 22>((copy_pixels + plan.copy_slack) * src_channels);
+    T* const copy = Scratch<T, 22>((copy_pixels + plan.copy_slack) * copy_channels);
     // Results not written in place: rows of whole tiles at cbuf + row * row_tiles * mr * nb,
     // then the left-over tiles; with whole runs, computed row i at cbuf + i * pitch * nb.
     float* const cbuf = Scratch<float, 23>(max_tiles * mr * nb);
@@ -191,25 +220,30 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
         // Copy row r is source row i0 * step_h + low_h + r, columns from low_w; zeros outside.
         const int64_t c0 = std::max<int64_t>(0, low_w), c1 = std::min(dw.src_size, low_w + pitch);
         for (int64_t r = 0; r < copy_rows; ++r) {
-          T* out = copy + r * pitch * src_channels;
+          T* out = copy + r * pitch * copy_channels;
           const int64_t sr = i0 * step_h + low_h + r;
           if (sr < 0 || sr >= dh.src_size || c1 <= c0) {
-            std::fill(out, out + pitch * src_channels, T(0.0f));
+            std::fill(out, out + pitch * copy_channels, T(0.0f));
             continue;
           }
           const T* in = src + (n * dh.src_size + sr) * dw.src_size * src_channels;
-          std::fill(out, out + (c0 - low_w) * src_channels, T(0.0f));
-          std::copy(in + c0 * src_channels, in + c1 * src_channels, out + (c0 - low_w) * src_channels);
-          std::fill(out + (c1 - low_w) * src_channels, out + pitch * src_channels, T(0.0f));
+          std::fill(out, out + (c0 - low_w) * copy_channels, T(0.0f));
+          T* const inside = out + (c0 - low_w) * copy_channels;
+          if (!pad_pixels) {
+            std::copy(in + c0 * src_channels, in + c1 * src_channels, inside);
+          } else {
+            PadPixels(in + c0 * src_channels, c1 - c0, src_channels, inside);
+          }
+          std::fill(out + (c1 - low_w) * copy_channels, out + pitch * copy_channels, T(0.0f));
         }
-        T* const slack = copy + copy_rows * pitch * src_channels;
-        std::fill(slack, slack + plan.copy_slack * src_channels, T(0.0f));
+        T* const slack = copy + copy_rows * pitch * copy_channels;
+        std::fill(slack, slack + plan.copy_slack * copy_channels, T(0.0f));
         copied = nb_index;
       }
       const ColumnBlock col = column(cb);
       // Where computed pixel (i, j) of the band reads tap 0, in elements of the copy.
       const auto at = [&](int64_t i, int64_t j) {
-        return (i * step_h * pitch + j * step_w) * src_channels;
+        return (i * step_h * pitch + j * step_w) * copy_channels;
       };
       const int64_t rest = rows * row_rest;  // left-over pixels of the band
       float* const rest_c = cbuf + rows * row_tiles * mr * nb;
@@ -230,7 +264,7 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
         const T* const base = copy + col.src_offset + k0;
         if (whole_runs) {
           for (int64_t t = 0; t < taps; ++t) a[t] = base + tap_offset[t];
-          affine(CeilDiv((rows - 1) * pitch + dw.size, mr), taps, a, src_channels, b, len, cbuf,
+          affine(CeilDiv((rows - 1) * pitch + dw.size, mr), taps, a, copy_channels, b, len, cbuf,
                  nb, k > 0);
           continue;
         }
@@ -238,7 +272,7 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
           for (int64_t t = 0; t < taps; ++t) a[t] = base + at(i, 0) + tap_offset[t];
           T* const out = out0 + i * dw.size * dst_channels;
           if (narrowed) {
-            narrow(row_tiles, taps, a, step_w * src_channels, b, len, out, dst_channels);
+            narrow(row_tiles, taps, a, step_w * copy_channels, b, len, out, dst_channels);
             continue;
           }
           float* c = cbuf + i * row_tiles * mr * nb;
@@ -246,7 +280,7 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
           if constexpr (std::is_same_v<T, float>) {
             if (in_place) c = out, ldc = dst_channels;
           }
-          affine(row_tiles, taps, a, step_w * src_channels, b, len, c, ldc, k > 0);
+          affine(row_tiles, taps, a, step_w * copy_channels, b, len, c, ldc, k > 0);
         }
         // Left-over pixel q is (q / row_rest, row_tiles * mr + q % row_rest); a tile's pixels
         // past the last repeat the first.
