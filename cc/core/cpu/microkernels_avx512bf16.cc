@@ -395,8 +395,12 @@ void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
   int rows0 = 0, rows1 = 0;
   for (int64_t first = 0; first < pixels; first += kBlock) {
     const int n = static_cast<int>(std::min<int64_t>(kBlock, pixels - first));
-    if (whole > 0 && (std::min(n, 16) != rows0 || std::max(n - 16, 0) != rows1)) {
-      rows0 = std::min(n, 16), rows1 = std::max(n - 16, 0);
+    const int n0 = std::min(n, 16), n1 = std::max(n - 16, 0);  // the block's two tiles
+    // A configuration serves any block whose first tile has its rows0 pixels and whose
+    // second, if any, its rows1: a run's last block of 16 pixels keeps the configuration of
+    // the blocks of 32 before it (ldtilecfg waits for the tile instructions before it).
+    if (whole > 0 && (n0 != rows0 || (n1 > 0 && n1 != rows1))) {
+      rows0 = n0, rows1 = n1;
       ConfigureTiles<CV>(rows0, rows1, tiled.pairs);
     }
     float* const c = Narrowed ? staged : static_cast<float*>(out) + first * ldc;
@@ -405,7 +409,7 @@ void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
       return static_cast<const uint16_t*>(a[t]) + (first + pb * 16) * pixel_step;
     };
     for (int64_t col = 0; col < NB && whole > 0; col += CV * 16) {
-      if (rows1 > 0) {
+      if (n1 > 0) {
         TileSums<CV, 2, NB>(taps, pixel, pixel_step * 2, b, col, whole, c, c_ld, accumulate);
       } else {
         TileSums<CV, 1, NB>(taps, pixel, pixel_step * 2, b, col, whole, c, c_ld, accumulate);
