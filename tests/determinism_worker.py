@@ -20,10 +20,10 @@ CONFIGS = [
     common.make_config("NHWC", 4, 33, 31, 16, [3, 3, 8, 16], (2, 2), (1, 1), "SAME"),
     common.make_config("NCHW", 3, 29, 30, 12, [3, 2, 12, 8], (1, 2), (2, 1), "EXPLICIT", (1, 2, 0, 1)),
     common.make_config("NHWC", 2, 40, 24, 8, [5, 3, 8, 3], (2, 1), (1, 2), "VALID", depthwise=True),
-    # 3x3 stride 1 with enough channels: Winograd forward and backprop input (exact mode: the
-    # direct passes), one grouped.
-    common.make_config("NHWC", 2, 20, 19, 48, [3, 3, 48, 40], (1, 1), (1, 1), "SAME"),
-    common.make_config("NCHW", 2, 13, 14, 64, [3, 3, 32, 48], (1, 1), (1, 1), "SAME"),
+    # 3x3 stride 1 with enough channels: Winograd (exact mode: the direct passes), one grouped;
+    # 150 and 160 tiles of 4x4 outputs, so that the filter gradient runs by two slices.
+    common.make_config("NHWC", 6, 20, 19, 48, [3, 3, 48, 40], (1, 1), (1, 1), "SAME"),
+    common.make_config("NCHW", 10, 13, 14, 64, [3, 3, 32, 48], (1, 1), (1, 1), "SAME"),
 ]
 WINOGRAD = (3, 4)
 results = {}

@@ -268,7 +268,7 @@ void BandCopySpace(const Add& add) {
 // the filter included (backprop input's source then starts inside the output gradient);
 // batches whose tiles fill a unit's block across images, or leave rows of the last GEMM tile
 // padded; reductions so wide that a block holds one GEMM tile; a filter gradient over several
-// chunks of tiles; groups; NCHW.
+// chunks of tiles, and by slices; groups; NCHW.
 void WinogradSpace(const Add& add) {
   const ConvAttrs same = Attrs(1, 1, 1, 1, Padding::kSame);
   std::vector<int64_t> counts = {15, 16, 17, 24, 31, 32, 33, 47, 48, 63, 64, 65, 80, 97, 128, 129};
@@ -297,6 +297,18 @@ void WinogradSpace(const Add& add) {
     add({"winograd wide", 1, 5, 5, 33, 3, 3, 33, c, same, Layout::kNHWC, kAll});
   }
   add({"winograd filter chunks", 2, 44, 44, 512, 3, 3, 512, 32, same, Layout::kNHWC, kFilter});
+  // The filter gradient by slices (sums of at most 256 Ki floats, more than 128 tiles): 4
+  // tiles an image, so batches 32/33 and 256/257 cross one and eight slices of 128 tiles; the
+  // sums' size against its cap by channel counts; slices of several blocks (80 -> 80: 45 tiles
+  // a block); groups; NCHW in two chunks of images, the last of 16 tiles for 8 slices.
+  for (int64_t batch : {32, 33, 47, 256, 257}) {
+    add({"winograd filter slices", batch, 8, 7, 16, 3, 3, 16, 17, same, Layout::kNHWC, kFilter});
+  }
+  for (int64_t c : {80, 88, 96, 97, 112, 128}) {
+    add({"winograd filter slices", 33, 8, 8, c, 3, 3, c, c, same, Layout::kNHWC, kFilter});
+  }
+  add({"winograd filter slices", 40, 8, 8, 128, 3, 3, 32, 96, same, Layout::kNHWC, kFilter});
+  add({"winograd filter slices", 65, 16, 16, 128, 3, 3, 128, 16, same, Layout::kNCHW, kFilter});
   for (int64_t groups : {2, 3}) {
     for (int64_t fi : {15, 16, 33}) {
       for (int64_t kg : {16, 40}) {

@@ -256,7 +256,32 @@ namespace {
 constexpr int64_t kFilterChunkTiles = 256;
 constexpr int64_t kFilterChunkFloats = int64_t{1} << 20;
 constexpr int64_t kFilterMaxChunkFloats = int64_t{4} << 20;
+// Sums of the 36 GEMMs of at most this many floats (1 MiB) stay in a core's cache next to a
+// block of transformed tiles: the tiles are then cut into slices, each transformed block by
+// block and reduced at once into sums of its own by one thread (the transformed data never
+// leaves the cache), the slices' sums added in slice order at the end. VGG's 3x3 layer of 64
+// channels (8x56x56): 5.1 -> 2.9 ms; grouped, 4 groups of 32 -> 32: 8.2 -> 4.3 ms.
+constexpr int64_t kSlicedMaxFloats = int64_t{256} << 10;
+// Slices: one per kSliceTiles tiles, at most kMaxSlices (their sums cost memory and a final
+// addition); as many whatever the number of threads.
+constexpr int64_t kSliceTiles = 128;
+constexpr int64_t kMaxSlices = 8;
+// Floats of transformed input and output gradient a sliced block holds (36 x tiles x
+// channels): 1 MiB.
+constexpr int64_t kSliceBlockFloats = int64_t{256} << 10;
+
+// The number of slices of the filter gradient over g (1: not sliced).
+int64_t FilterSlices(const ConvGeometry& g) {
+  const GemmKernel& gk = PickGemm(g.out_depth_per_group());
+  const int64_t cp = CeilDiv(g.filter_in_depth, gk.strided[0].mr) * gk.strided[0].mr;
+  const int64_t kgp = CeilDiv(g.out_depth_per_group(), gk.nb) * gk.nb;
+  if (g.groups * kPoints * cp * kgp > kSlicedMaxFloats) return 1;
+  const int64_t tiles = g.batch * CeilDiv(g.out_rows, kOut) * CeilDiv(g.out_cols, kOut);
+  return std::clamp<int64_t>(CeilDiv(tiles, kSliceTiles), 1, kMaxSlices);
+}
 }  // namespace
+
+bool WinogradFilterSliced(const ConvGeometry& g) { return FilterSlices(g) > 1; }
 
 template <typename T>
 struct WinogradFilter<T>::State {
@@ -267,6 +292,9 @@ struct WinogradFilter<T>::State {
   // Sums of the 36 GEMMs: m[((grp * 36 + xi) * cp + c) * kgp + k], c < cp (in-depth rounded up
   // to whole micro-kernel rows), k < kgp (out-depth per group rounded up to whole columns).
   int64_t cp = 0, kgp = 0;
+  // Sliced (kSlicedMaxFloats): `slices` sets of sums, m_floats apart; slice 0's hold the total
+  // after Finish. Otherwise one set, and the chunks' transforms go through memory.
+  int64_t slices = 1, m_floats = 0;
   std::unique_ptr<Workspace> m_space;
   float* m = nullptr;
 };
@@ -281,10 +309,12 @@ WinogradFilter<T>::WinogradFilter(const ConvGeometry& g, const ParallelFor& para
   s.mr = gk.strided[0].mr, s.nb = gk.nb, s.strided = gk.strided[0].fn;
   s.cp = CeilDiv(g.filter_in_depth, s.mr) * s.mr;
   s.kgp = CeilDiv(g.out_depth_per_group(), s.nb) * s.nb;
-  const int64_t floats = g.groups * kPoints * s.cp * s.kgp;
+  s.m_floats = g.groups * kPoints * s.cp * s.kgp;
+  s.slices = FilterSlices(g);
+  const int64_t floats = s.slices * s.m_floats;
   s.m_space = std::make_unique<Workspace>(floats * sizeof(float));
   s.m = s.m_space->template data<float>();
-  parallel_for(g.groups * kPoints, s.cp * s.kgp, [&](int64_t begin, int64_t end) {
+  parallel_for(s.slices * g.groups * kPoints, s.cp * s.kgp, [&](int64_t begin, int64_t end) {
     std::fill(s.m + begin * s.cp * s.kgp, s.m + end * s.cp * s.kgp, 0.0f);
   });
   Note(Path::kFilterWinograd);
@@ -307,6 +337,68 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
   const int64_t tiles_h = CeilDiv(gc.out_rows, kOut), tiles_w = CeilDiv(gc.out_cols, kOut);
   const int64_t per_image = tiles_h * tiles_w, tiles = gc.batch * per_image;
   const int64_t tile_floats = kPoints * (cin + kr);
+  const int64_t c_tiles = CeilDiv(FI, s.mr), k_tiles = s.kgp / s.nb;
+  const WinogradInputFn input_fn = table.winograd.input[kind];
+  const WinogradInputFn gradient_fn = table.winograd.gradient[kind];
+  NoteKernel(input_fn), NoteKernel(gradient_fn), NoteKernel(s.strided);
+  // Transforms of `count` tiles from tile `first` on: v[xi][q][c] and e[xi][q][k].
+  const auto transform = [&](int64_t first, int64_t count, float* v, int64_t v_plane, float* e,
+                             int64_t e_plane) {
+    const float* const zeros = Scratch<float, 34>(std::max(cin, K));  // never written
+    for (int64_t q = 0; q < count; ++q) {
+      const int64_t i = first + q, n = i / per_image, th = i % per_image / tiles_w, tw = i % tiles_w;
+      const void* patch[kPoints];
+      BlockPointers<kAlpha>(x, n, th * kOut - gc.pad_top, tw * kOut - gc.pad_left, gc.in_rows,
+                            gc.in_cols, cin, 0, zeros, patch);
+      input_fn(patch, cin, v + q * cin, v_plane);
+      const void* tile[kOut * kOut];
+      BlockPointers<kOut>(dy, n, th * kOut, tw * kOut, gc.out_rows, gc.out_cols, K, 0, zeros, tile);
+      gradient_fn(tile, K, e + q * kr, e_plane);
+      for (int xi = 0; kr > K && xi < kPoints; ++xi) {
+        float* const row = e + xi * e_plane + q * kr;
+        std::fill(row + K, row + kr, 0.0f);
+      }
+    }
+  };
+  // The GEMMs of point xi for group grp and the input channels of tile ct, over `count`
+  // transformed tiles in order, into the sums m.
+  const auto reduce = [&](int64_t grp, int64_t xi, int64_t ct, int64_t count, const float* v,
+                          int64_t v_plane, const float* e, int64_t e_plane, float* m) {
+    const int64_t c0 = ct * s.mr;
+    const float* const a = v + xi * v_plane + grp * FI + c0;
+    const float* const b = e + xi * e_plane + grp * Kg;
+    float* const c = m + ((grp * kPoints + xi) * s.cp + c0) * s.kgp;
+    for (int64_t kt = 0; kt < k_tiles; ++kt) {
+      s.strided(1, count, a, 0, cin, std::min<int64_t>(s.mr, FI - c0), b + kt * s.nb, 0, kr,
+                c + kt * s.nb, s.kgp);
+    }
+  };
+  if (s.slices > 1) {
+    // Slice j holds tiles [j * per, (j + 1) * per), transformed and reduced block by block.
+    Note(Path::kWinogradFilterSliced);
+    const int64_t per = CeilDiv(tiles, s.slices);
+    const int64_t block = std::max<int64_t>(1, kSliceBlockFloats / tile_floats);
+    s.parallel_for(s.slices, Cost(2.0 * per * kPoints * FI * Kg * G + 400.0 * per * (cin + K)),
+                   [&](int64_t begin, int64_t end) {
+      const int64_t v_plane = block * cin + kPlaneSkew, e_plane = block * kr + kPlaneSkew;
+      float* const v = Scratch<float, 35>(kPoints * v_plane);
+      float* const e = Scratch<float, 36>(kPoints * e_plane);
+      for (int64_t j = begin; j < end; ++j) {
+        float* const m = s.m + j * s.m_floats;
+        const int64_t stop = std::min(tiles, (j + 1) * per);
+        for (int64_t first = j * per; first < stop; first += block) {
+          const int64_t count = std::min(block, stop - first);
+          transform(first, count, v, v_plane, e, e_plane);
+          for (int64_t grp = 0; grp < G; ++grp) {
+            for (int xi = 0; xi < kPoints; ++xi) {
+              for (int64_t ct = 0; ct < c_tiles; ++ct) reduce(grp, xi, ct, count, v, v_plane, e, e_plane, m);
+            }
+          }
+        }
+      }
+    });
+    return;
+  }
   const int64_t chunk = std::max<int64_t>(
       1, std::min({tiles, std::max(kFilterChunkTiles, kFilterChunkFloats / tile_floats),
                    kFilterMaxChunkFloats / tile_floats}));
@@ -315,43 +407,17 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
   Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
   float* const v = v_space.data<float>();
   float* const e = e_space.data<float>();
-  const WinogradInputFn input_fn = table.winograd.input[kind];
-  const WinogradInputFn gradient_fn = table.winograd.gradient[kind];
-  NoteKernel(input_fn), NoteKernel(gradient_fn), NoteKernel(s.strided);
-  const int64_t c_tiles = CeilDiv(FI, s.mr), k_tiles = s.kgp / s.nb;
   for (int64_t first = 0; first < tiles; first += chunk) {
     const int64_t count = std::min(chunk, tiles - first);
-    // Transforms of the chunk's tiles: v[xi][q][c] and e[xi][q][k].
     s.parallel_for(count, 40 * kPoints * (cin + K), [&](int64_t begin, int64_t end) {
-      const float* const zeros = Scratch<float, 34>(std::max(cin, K));  // never written
-      for (int64_t q = begin; q < end; ++q) {
-        const int64_t i = first + q, n = i / per_image, th = i % per_image / tiles_w, tw = i % tiles_w;
-        const void* patch[kPoints];
-        BlockPointers<kAlpha>(x, n, th * kOut - gc.pad_top, tw * kOut - gc.pad_left, gc.in_rows, gc.in_cols, cin,
-                              0, zeros, patch);
-        input_fn(patch, cin, v + q * cin, v_plane);
-        const void* tile[kOut * kOut];
-        BlockPointers<kOut>(dy, n, th * kOut, tw * kOut, gc.out_rows, gc.out_cols, K, 0, zeros, tile);
-        gradient_fn(tile, K, e + q * kr, e_plane);
-        for (int xi = 0; kr > K && xi < kPoints; ++xi) {
-          float* const row = e + xi * e_plane + q * kr;
-          std::fill(row + K, row + kr, 0.0f);
-        }
-      }
+      transform(first + begin, end - begin, v + begin * cin, v_plane, e + begin * kr, e_plane);
     });
     // The 36 GEMMs, reduced over the chunk's tiles in order into m: a unit per (group, xi,
     // tile of mr input channels), through every column tile.
     s.parallel_for(G * kPoints * c_tiles, Cost(2.0 * count * s.mr * s.kgp), [&](int64_t begin, int64_t end) {
       for (int64_t unit = begin; unit < end; ++unit) {
-        const int64_t grp = unit / (kPoints * c_tiles), xi = unit / c_tiles % kPoints, ct = unit % c_tiles;
-        const int64_t c0 = ct * s.mr;
-        const float* const a = v + xi * v_plane + grp * FI + c0;
-        const float* const b = e + xi * e_plane + grp * Kg;
-        float* const c = s.m + ((grp * kPoints + xi) * s.cp + c0) * s.kgp;
-        for (int64_t kt = 0; kt < k_tiles; ++kt) {
-          s.strided(1, count, a, 0, cin, std::min<int64_t>(s.mr, FI - c0), b + kt * s.nb, 0, kr,
-                    c + kt * s.nb, s.kgp);
-        }
+        reduce(unit / (kPoints * c_tiles), unit / c_tiles % kPoints, unit % c_tiles, count, v,
+               v_plane, e, e_plane, s.m);
       }
     });
   }
@@ -363,6 +429,13 @@ void WinogradFilter<T>::Finish(float* dw) {
   const int64_t G = s.g.groups, FI = s.g.filter_in_depth, K = s.g.out_depth, Kg = s.g.out_depth_per_group();
   const WinogradOutputFn reduce = Kernels().winograd.reduce;
   NoteKernel(reduce);
+  // The slices' sums into slice 0's, in slice order.
+  s.parallel_for(s.m_floats, s.slices, [&](int64_t begin, int64_t end) {
+    for (int64_t j = 1; j < s.slices; ++j) {
+      const float* const mj = s.m + j * s.m_floats;
+      for (int64_t i = begin; i < end; ++i) s.m[i] += mj[i];
+    }
+  });
   s.parallel_for(G * FI, kPoints * 4 * Kg, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t grp = unit / FI, c = unit % FI;

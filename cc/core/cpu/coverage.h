@@ -82,6 +82,7 @@ namespace cpu {
   X(kFilterDepthwiseWholeRows, "backprop filter/depthwise rows whole, every channel block")    \
   X(kFilterWinograd, "backprop filter/Winograd F(4x4, 3x3)")                                  \
   X(kWinogradFilterChunks, "winograd/filter gradient in several chunks of tiles")             \
+  X(kWinogradFilterSliced, "winograd/filter gradient by slices of tiles, blocks kept in cache") \
   X(kFilterDepthwiseScalar, "backprop filter/depthwise channels past the last vector block")
 
 enum class Path : int {
