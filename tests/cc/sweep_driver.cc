@@ -319,6 +319,11 @@ void WinogradSpace(const Add& add) {
       }
     }
   }
+  // Groups too wide for a unit to transform every group's channels (2 x 80 source channels),
+  // forward and backprop input each way.
+  for (int64_t fi : {16, 80}) {
+    add({"winograd groups", 2, 9, 10, 2 * fi, 3, 3, fi, 2 * (96 - fi), same, Layout::kNHWC, kAll});
+  }
   for (int64_t c : {16, 33, 64}) {
     add({"winograd nchw", 3, 10, 11, c, 3, 3, c, c + 3, same, Layout::kNCHW, kAll});
   }

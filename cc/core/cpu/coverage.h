@@ -34,6 +34,7 @@ namespace cpu {
   X(kInputSpaceToDepth, "backprop input/strided as stride 1 into a space-to-depth copy")      \
   X(kWinogradColumnBlocks, "winograd/several column blocks")                                  \
   X(kWinogradPaddedRows, "winograd/a block's tiles padded to whole GEMM tiles")               \
+  X(kWinogradAllGroups, "winograd/a unit transforms every group's channels")                 \
   X(kWinogradEdgeTiles, "winograd/tiles past the output's last row or column")                \
   X(kGemmBf16Pairs, "gemm/bfloat16 pair panels")                                              \
   X(kColumnsMergedBlocks, "columns merged/several column blocks")                             \
