@@ -290,10 +290,18 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   // workspace needs no clearing of its own.
   Workspace panel_space(G * blocks * taps * rows * row_floats * sizeof(float));
   float* const panel = panel_space.data<float>();
+  // Backprop input reads the filter along its in-depth axis: a transposed copy, w_t[t][k][ci],
+  // so that both directions pack rows that lie along contiguous memory (backprop input packed
+  // element by element from w ran 2.5x slower than forward on 3x3, 256 -> 256 channels).
+  Workspace transposed_space(forward ? 0 : taps * FI * K * sizeof(T));
+  const T* filter = w;
+  if (!forward) {
+    T* const w_t = transposed_space.data<T>();
+    Transpose(w, taps, FI, K, w_t, parallel_for);
+    filter = w_t;
+  }
   // Packed in parallel, a unit per (group, tap or merged filter row, column block): a large
-  // filter takes as long to pack as a small batch takes to convolve. Loops run along w's
-  // contiguous axis (k: columns forward, rows backward), and a thread's consecutive units
-  // along its rows.
+  // filter takes as long to pack as a small batch takes to convolve.
   const int64_t pack_units = taps / unit_taps;
   parallel_for(G * blocks * pack_units, 2 * unit_taps * rows * nb, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
@@ -304,41 +312,28 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
       const int64_t width = std::min<int64_t>(nb, dst_group - cb * nb);  // valid columns
       std::fill(out, out + unit_taps * rows * row_floats, 0.0f);
       uint32_t* const out32 = reinterpret_cast<uint32_t*>(out);
-      const auto bits = [](const T& v) {
-        uint16_t h;
-        std::memcpy(&h, &v, 2);
-        return uint32_t{h};
-      };
-      for (int64_t t = pu * unit_taps; t < (pu + 1) * unit_taps; ++t) {
+      // Slot by slot (FilterSlot maps a tap to its slot and back), so that a pair that
+      // straddles two taps gets its low half (pack_halves stores it alone) before its high.
+      for (int64_t slot = first; slot < first + unit_taps; ++slot) {
+        const int64_t t = FilterSlot(slot, g.filter_cols, reversed);
         // Row m = s * depth + r of the unit's panel, column j, is w[t][ci][k] with,
         // forward, (ci, k) = (r, grp*Kg + cb*nb + j) and, backprop input, (cb*nb + j,
-        // grp*Kg + r); zero past the group's rows and columns. Floats: row m at out + m * nb.
-        // Pairs: the 32-bit slot (p, j) holds rows 2p (low half) and 2p + 1.
-        const int64_t m0 = (FilterSlot(t, g.filter_cols, reversed) - first) * depth;
-        if (forward) {
-          const T* const in = w + t * FI * K + grp * Kg + cb * nb;  // row r at in + r * K
-          for (int64_t r = 0; r < src_group; ++r) {
-            const T* row = in + r * K;
-            const int64_t m = m0 + r;
-            if (pairs) {
-              // The bits of a bfloat16 are its first (and only) member, a uint16_t.
-              table.pack_halves(reinterpret_cast<const uint16_t*>(row), width,
-                                out32 + m / 2 * nb, m % 2 == 1);
-            } else {
-              for (int64_t j = 0; j < width; ++j) out[m * nb + j] = static_cast<float>(row[j]);
-            }
-          }
-        } else {
-          for (int64_t j = 0; j < width; ++j) {
-            const T* const in = w + (t * FI + cb * nb + j) * K + grp * Kg;  // row r at in[r]
-            for (int64_t r = 0; r < src_group; ++r) {
-              const int64_t m = m0 + r;
-              if (pairs) {
-                out32[m / 2 * nb + j] |= bits(in[r]) << (m % 2 * 16);
-              } else {
-                out[m * nb + j] = static_cast<float>(in[r]);
-              }
-            }
+        // grp*Kg + r) = w_t[t][grp*Kg + r][cb*nb + j]; zero past the group's rows and
+        // columns. Floats: row m at out + m * nb. Pairs: the 32-bit slot (p, j) holds rows 2p
+        // (low half) and 2p + 1.
+        const int64_t m0 = (slot - first) * depth;
+        const int64_t row_step = forward ? K : FI;  // from row r to row r + 1 of the tap
+        const T* const in = forward ? filter + t * FI * K + grp * Kg + cb * nb
+                                    : filter + (t * K + grp * Kg) * FI + cb * nb;
+        for (int64_t r = 0; r < src_group; ++r) {
+          const T* row = in + r * row_step;
+          const int64_t m = m0 + r;
+          if (pairs) {
+            // The bits of a bfloat16 are its first (and only) member, a uint16_t.
+            table.pack_halves(reinterpret_cast<const uint16_t*>(row), width, out32 + m / 2 * nb,
+                              m % 2 == 1);
+          } else {
+            for (int64_t j = 0; j < width; ++j) out[m * nb + j] = static_cast<float>(row[j]);
           }
         }
       }

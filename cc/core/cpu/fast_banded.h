@@ -31,7 +31,8 @@ inline constexpr int64_t kBandedTile = 32 * 32;
 
 // Where an indirect pass packs the filter of tap t (row-major over filter_cols columns): at
 // slot t, or, `reversed`, with the columns of each filter row in reverse order (so that
-// slots run along the source columns a backprop-input pass's taps read).
+// slots run along the source columns a backprop-input pass's taps read). Its own inverse: the
+// tap packed at slot s is FilterSlot(s, filter_cols, reversed).
 inline int64_t FilterSlot(int64_t t, int64_t filter_cols, bool reversed) {
   const int64_t tw = t % filter_cols;
   return reversed ? t - tw + filter_cols - 1 - tw : t;
