@@ -446,12 +446,14 @@ void WinogradFilter<T>::Finish(float* dw) {
   const WinogradOutputFn reduce = Kernels().winograd.reduce;
   NoteKernel(reduce);
   // The slices' sums into slice 0's, in slice order.
-  s.parallel_for(s.m_floats, s.slices, [&](int64_t begin, int64_t end) {
-    for (int64_t j = 1; j < s.slices; ++j) {
-      const float* const mj = s.m + j * s.m_floats;
-      for (int64_t i = begin; i < end; ++i) s.m[i] += mj[i];
-    }
-  });
+  if (s.slices > 1) {
+    s.parallel_for(s.m_floats, s.slices, [&](int64_t begin, int64_t end) {
+      for (int64_t j = 1; j < s.slices; ++j) {
+        const float* const mj = s.m + j * s.m_floats;
+        for (int64_t i = begin; i < end; ++i) s.m[i] += mj[i];
+      }
+    });
+  }
   s.parallel_for(G * FI, kPoints * 4 * Kg, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t grp = unit / FI, c = unit % FI;
