@@ -24,8 +24,11 @@ CONFIGS = [
     # 150 and 160 tiles of 4x4 outputs, so that the filter gradient runs by two slices.
     common.make_config("NHWC", 6, 20, 19, 48, [3, 3, 48, 40], (1, 1), (1, 1), "SAME"),
     common.make_config("NCHW", 10, 13, 14, 64, [3, 3, 32, 48], (1, 1), (1, 1), "SAME"),
+    # 128 -> 128: forward and backprop input stream a transformed filter too large for the
+    # cache, 18 tiles in one block, its two column blocks in two units.
+    common.make_config("NHWC", 2, 12, 12, 128, [3, 3, 128, 128], (1, 1), (1, 1), "SAME"),
 ]
-WINOGRAD = (3, 4)
+WINOGRAD = (3, 4, 5)
 results = {}
 
 

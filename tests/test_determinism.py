@@ -30,7 +30,7 @@ class DeterminismTest(tf.test.TestCase):
         keys = sorted(outputs[1])
         # Four configurations x 23 (op, dtype) pairs + one depthwise x 12, and the two Winograd
         # ones again in exact mode.
-        self.assertEqual(len(keys), 4 * 23 + 12 + 2 * 23)
+        self.assertEqual(len(keys), 5 * 23 + 12 + 3 * 23)
         for threads in (2, 3):
             self.assertEqual(sorted(outputs[threads]), keys)
             for k in keys:

@@ -267,8 +267,8 @@ void BandCopySpace(const Add& add) {
 // each dimension (whole 4x4 tiles and each partial one) with every padding, explicit pads past
 // the filter included (backprop input's source then starts inside the output gradient);
 // batches whose tiles fill a unit's block across images, or leave rows of the last GEMM tile
-// padded; reductions so wide that a block holds one GEMM tile; a filter gradient over several
-// chunks of tiles, and by slices; groups; NCHW.
+// padded; reductions so wide that a block holds one GEMM tile; transformed filters too large
+// for the cache; a filter gradient over several chunks of tiles, and by slices; groups; NCHW.
 void WinogradSpace(const Add& add) {
   const ConvAttrs same = Attrs(1, 1, 1, 1, Padding::kSame);
   std::vector<int64_t> counts = {15, 16, 17, 24, 31, 32, 33, 47, 48, 63, 64, 65, 80, 97, 128, 129};
@@ -296,6 +296,16 @@ void WinogradSpace(const Add& add) {
     add({"winograd wide", 2, 6, 9, c, 3, 3, c, 17, same, Layout::kNHWC, kAll});
     add({"winograd wide", 1, 5, 5, 33, 3, 3, 33, c, same, Layout::kNHWC, kAll});
   }
+  // A unit's transformed filter past 256 Ki floats (streamed: blocks of 48 tiles, fetched
+  // ahead): 128 -> 96 on 81 tiles, the last block padded, in column halves of 3 column
+  // blocks (one and two) while blocks are fewer than 16; 769 one-pixel images, 17 blocks,
+  // whole; channels whose 48 tiles pass 512 Ki floats (blocks of 36); a group's own filter
+  // streamed, and every group's together.
+  add({"winograd streamed", 9, 10, 9, 128, 3, 3, 128, 96, same, Layout::kNHWC, kAll});
+  add({"winograd streamed", 769, 1, 1, 96, 3, 3, 96, 80, same, Layout::kNHWC, kAll});
+  add({"winograd streamed", 4, 16, 16, 400, 3, 3, 400, 48, same, Layout::kNHWC, kAll});
+  add({"winograd streamed", 3, 12, 12, 256, 3, 3, 128, 256, same, Layout::kNHWC, kAll});
+  add({"winograd streamed", 2, 15, 13, 128, 3, 3, 64, 128, same, Layout::kNCHW, kAll});
   add({"winograd filter chunks", 2, 44, 44, 512, 3, 3, 512, 32, same, Layout::kNHWC, kFilter});
   // The filter gradient by slices (sums of at most 256 Ki floats, more than 128 tiles): 4
   // tiles an image, so batches 32/33 and 256/257 cross one and eight slices of 128 tiles; the

@@ -33,6 +33,18 @@ constexpr int64_t kMinChannels = 16;
 constexpr int64_t kFilterMaxDirectProduct = 512;
 // Floats of transformed source one work unit holds (36 x tiles x channels): 512 KiB.
 constexpr int64_t kBlockFloats = 128 * 1024;
+// A unit's share of the transformed filter past this size (1 MiB) does not stay in a core's
+// cache: the unit reads it whole from memory, once for its block of tiles. Blocks then hold at
+// least kStreamedTiles tiles (while that is at most kMaxBlockFloats of transformed source, 2
+// MiB), and the GEMMs fetch the filter ahead (GemmKernel::affine_ahead). Where that leaves
+// fewer units than kMinUnits, each block's column blocks are split between two units, both
+// transforming the block's source. Forward, 3x3 256 -> 256 over 16x14x14 images (interleaved
+// in one process): blocks of 12 tiles 8.8 ms, of 48 tiles 7.6, fetching ahead too 6.9, in
+// column halves 6.9 (backprop input alike); 128 -> 128 over 16x28x28: 5.5 -> 4.8 ms, in
+// column halves (one column block each) 5.4, which is why halves are kept for too few units.
+constexpr int64_t kStreamedFilterFloats = int64_t{256} << 10;
+constexpr int64_t kStreamedTiles = 48;
+constexpr int64_t kMaxBlockFloats = int64_t{512} << 10;
 // Tiles a block of every group's channels holds at least for a unit to transform them all.
 constexpr int64_t kAllGroupsMinTiles = 24;
 // The 36 planes of transformed data (one per point of the 6 x 6 tile) lie their size plus
@@ -155,7 +167,8 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   // Tiles of 4 x 4 outputs, numbered across images: tile i is image i / per_image, tile row
   // i % per_image / tiles_w, tile column i % tiles_w. A unit transforms a block of `tb`
   // tiles of its groups and runs the 36 GEMMs and the output transform per group and column
-  // block; a tile block's units are consecutive, so that its pixels stay in cache.
+  // block (of its part of the column blocks); a tile block's units are consecutive, so that
+  // its pixels stay in cache.
   const int64_t tiles_h = CeilDiv(p.dst_rows, kOut), tiles_w = CeilDiv(p.dst_cols, kOut);
   const int64_t per_image = tiles_h * tiles_w, tiles = p.batch * per_image;
   // Channels a unit transforms: with small groups (every group's source channels leave at
@@ -166,23 +179,36 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   const bool all = G > 1 && kBlockFloats / (kPoints * G * Cs) >= kAllGroupsMinTiles;
   if (all) Note(Path::kWinogradAllGroups);
   const int64_t Ct = all ? G * Cs : Cs, ug = all ? 1 : G;  // channels and groups of a unit
-  int64_t tb = std::max<int64_t>(mr, kBlockFloats / (kPoints * Ct) / mr * mr);
+  const auto round = [&](int64_t n) { return std::max<int64_t>(mr, n / mr * mr); };
+  int64_t tb = round(kBlockFloats / (kPoints * Ct));
   // Enough units for the threads, where the tiles allow.
   const int64_t want = CeilDiv(kMinUnits, ug);
   tb = std::min(tb, CeilDiv(CeilDiv(tiles, want), mr) * mr);
+  const bool streamed = G / ug * blocks * kPoints * panel > kStreamedFilterFloats;
+  if (streamed) {
+    Note(Path::kWinogradStreamedFilter);
+    const int64_t longest = round(kMaxBlockFloats / (kPoints * Ct));
+    tb = std::max(tb, std::min(CeilDiv(kStreamedTiles, mr) * mr, longest));
+    tb = std::min(tb, CeilDiv(tiles, mr) * mr);
+  }
   const int64_t tile_blocks = CeilDiv(tiles, tb);
-  const GemmAffineFn gemm = gk.affine[kElemF32];
+  // Units per block: 2 (each with half the column blocks) where blocks are too few.
+  const int64_t parts = streamed && blocks > 1 && ug * tile_blocks < kMinUnits ? 2 : 1;
+  if (parts > 1) Note(Path::kWinogradColumnHalves);
+  const GemmAffineFn gemm = streamed ? gk.affine_ahead : gk.affine[kElemF32];
   const WinogradInputFn input_fn = wk.input[kind];
   const WinogradOutputFn output_fn = wk.output;
-  const double unit_ops = (2.0 * kPoints * tb * Cs * Cd + 200.0 * tb * (Cs + Cd)) * (G / ug);
-  parallel_for(ug * tile_blocks, Cost(unit_ops), [&](int64_t begin, int64_t end) {
+  const double unit_ops =
+      (2.0 * kPoints * tb * Cs * Cd / parts + 200.0 * tb * (Cs + Cd)) * (G / ug);
+  parallel_for(ug * tile_blocks * parts, Cost(unit_ops), [&](int64_t begin, int64_t end) {
     const int64_t v_plane = tb * Ct + kPlaneSkew, m_plane = tb * nb + kPlaneSkew;
     float* const v = Scratch<float, 30>(kPoints * v_plane);
     float* const m = Scratch<float, 31>(kPoints * m_plane);
     float* const y = Scratch<float, 32>(kOut * kOut * nb);  // results not written in place
     const float* const zeros = Scratch<float, 33>(Ct);  // never written: zero in every kind
     for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t g0 = all ? 0 : unit % G, first = unit / ug * tb;
+      const int64_t g0 = all ? 0 : unit % G, part = unit / ug % parts;
+      const int64_t first = unit / ug / parts * tb;
       const int64_t count = std::min(tb, tiles - first);
       const int64_t rows = CeilDiv(count, mr) * mr;  // GEMM rows: whole micro-kernel tiles
       // Input transform: v[xi][tile][c].
@@ -201,7 +227,7 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
         }
       }
       for (int64_t grp = g0; grp < g0 + G / ug; ++grp) {
-        for (int64_t cb = 0; cb < blocks; ++cb) {
+        for (int64_t cb = part * blocks / parts; cb < (part + 1) * blocks / parts; ++cb) {
           const int64_t width = std::min<int64_t>(nb, Cd - cb * nb);
           const float* const panels = u + (grp * blocks + cb) * kPoints * panel;
           NoteKernel(gemm);

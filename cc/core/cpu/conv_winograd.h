@@ -22,9 +22,9 @@
 // routines. Its rounding errors are larger than the direct sum's (the README's accuracy
 // table states the bound); exact mode (SetExactMode) turns it off.
 //
-// Work units are blocks of tiles (taken across images) of one group; every output element is
-// produced by one unit with its reduction in one fixed order, so results are bitwise the same
-// whatever the number of threads.
+// Work units are blocks of tiles (taken across images) of one group, or of half its columns;
+// every output element is produced by one unit with its reduction in one fixed order, so
+// results are bitwise the same whatever the number of threads.
 #ifndef TF_OPS_CC_CORE_CPU_CONV_WINOGRAD_H_
 #define TF_OPS_CC_CORE_CPU_CONV_WINOGRAD_H_
 

@@ -36,6 +36,8 @@ namespace cpu {
   X(kWinogradPaddedRows, "winograd/a block's tiles padded to whole GEMM tiles")               \
   X(kWinogradAllGroups, "winograd/a unit transforms every group's channels")                 \
   X(kWinogradEdgeTiles, "winograd/tiles past the output's last row or column")                \
+  X(kWinogradStreamedFilter, "winograd/transformed filter streamed, fetched ahead")           \
+  X(kWinogradColumnHalves, "winograd/a block's column blocks split between two units")        \
   X(kGemmBf16Pairs, "gemm/bfloat16 pair panels")                                              \
   X(kColumnsMergedBlocks, "columns merged/several column blocks")                             \
   X(kColumnsMergedFullTiles, "columns merged/whole tiles of a row")                           \

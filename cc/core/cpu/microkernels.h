@@ -140,6 +140,10 @@ struct GemmKernel {
   // By the activations' kind, kElemF16 and kElemBF16; null for kElemF32 and where the
   // instruction set has no vector rounding to the kind.
   GemmAffineNarrowFn affine_narrow[kElemKinds];
+  // affine[kElemF32] for b panels streamed from memory, one after another (the Winograd
+  // pass's transformed filter): its first tile fetches b ahead. Null in the bfloat16 pair
+  // tables.
+  GemmAffineFn affine_ahead;
   // strided[0] has the tile's mr rows; strided[1] more rows where the registers allow them
   // (fewer loads of b per product, and a closer fit to some row counts), else fn is null.
   StridedKernel strided[2];
@@ -183,21 +187,22 @@ struct KernelTable {
 template <typename Fn>
 void ForEachKernel(const KernelTable& t, Fn fn) {
   const auto gemm = [&](const char* indirect, const char* affine, const char* narrow,
-                        const char* strided, const char* tall, int i, const GemmKernel& k) {
+                        const char* ahead, const char* strided, const char* tall, int i,
+                        const GemmKernel& k) {
     for (int e = 0; e < kElemKinds; ++e) {
       fn(indirect, i, e, k.indirect[e]), fn(affine, i, e, k.affine[e]);
       fn(narrow, i, e, k.affine_narrow[e]);
     }
+    fn(ahead, i, kElemF32, k.affine_ahead);
     fn(strided, i, -1, k.strided[0].fn), fn(tall, i, -1, k.strided[1].fn);
   };
   for (int i = 0; i < 3; ++i) {
-    gemm("gemm.indirect", "gemm.affine", "gemm.affine_narrow", "gemm.strided", "gemm.strided_tall",
-         i, t.gemm[i]);
+    gemm("gemm.indirect", "gemm.affine", "gemm.affine_narrow", "gemm.affine_ahead", "gemm.strided",
+         "gemm.strided_tall", i, t.gemm[i]);
   }
   for (int i = 0; t.gemm_bf16_pairs != nullptr && i < 3; ++i) {
-    gemm("pairs.indirect", "pairs.affine", "pairs.affine_narrow", "pairs.strided",
-         "pairs.strided_tall", i,
-         t.gemm_bf16_pairs[i]);
+    gemm("pairs.indirect", "pairs.affine", "pairs.affine_narrow", "pairs.affine_ahead",
+         "pairs.strided", "pairs.strided_tall", i, t.gemm_bf16_pairs[i]);
   }
   for (int i = 0; i < 3; ++i) {
     const DepthwiseKernel& k = t.dw[i];
@@ -221,7 +226,7 @@ void ForEachKernel(const KernelTable& t, Fn fn) {
   for (int e = 0; e < kElemKinds; ++e) fn("winograd.gradient", 0, e, t.winograd.gradient[e]);
   fn("winograd.output", 0, -1, t.winograd.output), fn("winograd.reduce", 0, -1, t.winograd.reduce);
 }
-static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + 3 * kElemKinds * sizeof(void*) +
+static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (3 * kElemKinds + 1) * sizeof(void*) +
                                          2 * sizeof(StridedKernel),
               "a new GemmKernel member: list it in ForEachKernel");
 static_assert(sizeof(DepthwiseKernel) ==
