@@ -290,17 +290,9 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   // workspace needs no clearing of its own.
   Workspace panel_space(G * blocks * taps * rows * row_floats * sizeof(float));
   float* const panel = panel_space.data<float>();
-  // Backprop input reads the filter along its in-depth axis: a transposed copy, w_t[t][k][ci],
-  // so that both directions pack rows that lie along contiguous memory (3x3, 256 -> 256
-  // channels in bfloat16 on AMX: packed element by element from w, the packing took 30% as long
-  // as the kernels; transposed first, 12%).
-  Workspace transposed_space(forward ? 0 : taps * FI * K * sizeof(T));
-  const T* filter = w;
-  if (!forward) {
-    T* const w_t = transposed_space.data<T>();
-    Transpose(w, taps, FI, K, w_t, parallel_for);
-    filter = w_t;
-  }
+  // Backprop input packs from w_t[t][k][ci].
+  const DirectedFilter<T> directed(w, forward, taps, FI, K, parallel_for);
+  const T* const filter = directed.data();
   // Packed in parallel, a unit per (group, tap or merged filter row, column block): a large
   // filter takes as long to pack as a small batch takes to convolve.
   const int64_t pack_units = taps / unit_taps;

@@ -130,14 +130,9 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   Note(forward ? Path::kForwardWinograd : Path::kInputWinograd);
   if (blocks > 1) Note(Path::kWinogradColumnBlocks);
 
-  // Backprop input reads the filter along its in-depth axis: a transposed copy, w_t[t][k][ci].
-  Workspace transposed_space(forward ? 0 : 9 * FI * K * sizeof(T));
-  const T* filter = w;
-  if (!forward) {
-    T* const w_t = transposed_space.data<T>();
-    Transpose(w, 9, FI, K, w_t, parallel_for);
-    filter = w_t;
-  }
+  // Backprop input transforms from w_t[t][k][ci].
+  const DirectedFilter<T> directed(w, forward, 9, FI, K, parallel_for);
+  const T* const filter = directed.data();
   // The transformed filter: u[((grp * blocks + cb) * 36 + xi) * Cs + c][j], j < nb (zero past
   // the group's columns), in the gemm micro-kernels' panel layout.
   const int64_t panel = Cs * nb;

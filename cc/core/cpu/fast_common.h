@@ -238,6 +238,30 @@ void Transpose(const T* src, int64_t images, int64_t rows, int64_t cols, T* dst,
   });
 }
 
+// The filter w[t][ci][k] (`taps` taps) along the axis a direction packs it by: forward, w
+// itself; backprop input, which reads it along its in-depth axis, a transposed copy
+// w_t[t][k][ci], so that both directions pack rows that lie along contiguous memory (3x3,
+// 256 -> 256 channels in bfloat16 on AMX: packed element by element from w, the packing took
+// 30% as long as the kernels; transposed first, 12%).
+template <typename T>
+class DirectedFilter {
+ public:
+  DirectedFilter(const T* w, bool forward, int64_t taps, int64_t in_depth, int64_t out_depth,
+                 const ParallelFor& parallel_for)
+      : space_(forward ? 0 : taps * in_depth * out_depth * sizeof(T)), data_(w) {
+    if (!forward) {
+      T* const w_t = space_.data<T>();
+      Transpose(w, taps, in_depth, out_depth, w_t, parallel_for);
+      data_ = w_t;
+    }
+  }
+  const T* data() const { return data_; }
+
+ private:
+  Workspace space_;
+  const T* data_;
+};
+
 // dst[i] = src[i] widened to float, for i < n (src half or bfloat16).
 template <typename T>
 void Widen(const T* src, int64_t n, float* dst, const ParallelFor& parallel_for) {
