@@ -307,12 +307,21 @@ constexpr int64_t kMaxSlices = 8;
 // channels): 1 MiB.
 constexpr int64_t kSliceBlockFloats = int64_t{256} << 10;
 
+// The sides of the filter gradient's sums for one group and point: in-depth rounded up to
+// whole micro-kernel rows (cp), out-depth per group to whole columns (kgp).
+struct SumsSides {
+  explicit SumsSides(const ConvGeometry& g) : gk(PickGemm(g.out_depth_per_group())) {
+    cp = CeilDiv(g.filter_in_depth, gk.strided[0].mr) * gk.strided[0].mr;
+    kgp = CeilDiv(g.out_depth_per_group(), gk.nb) * gk.nb;
+  }
+  const GemmKernel& gk;
+  int64_t cp, kgp;
+};
+
 // The number of slices of the filter gradient over g (1: not sliced).
 int64_t FilterSlices(const ConvGeometry& g) {
-  const GemmKernel& gk = PickGemm(g.out_depth_per_group());
-  const int64_t cp = CeilDiv(g.filter_in_depth, gk.strided[0].mr) * gk.strided[0].mr;
-  const int64_t kgp = CeilDiv(g.out_depth_per_group(), gk.nb) * gk.nb;
-  if (g.groups * kPoints * cp * kgp > kSlicedMaxFloats) return 1;
+  const SumsSides sides(g);
+  if (g.groups * kPoints * sides.cp * sides.kgp > kSlicedMaxFloats) return 1;
   const int64_t tiles = g.batch * CeilDiv(g.out_rows, kOut) * CeilDiv(g.out_cols, kOut);
   return std::clamp<int64_t>(CeilDiv(tiles, kSliceTiles), 1, kMaxSlices);
 }
@@ -342,10 +351,9 @@ WinogradFilter<T>::WinogradFilter(const ConvGeometry& g, const ParallelFor& para
   State& s = *state_;
   s.g = g;
   s.parallel_for = parallel_for;
-  const GemmKernel& gk = PickGemm(g.out_depth_per_group());
-  s.mr = gk.strided[0].mr, s.nb = gk.nb, s.strided = gk.strided[0].fn;
-  s.cp = CeilDiv(g.filter_in_depth, s.mr) * s.mr;
-  s.kgp = CeilDiv(g.out_depth_per_group(), s.nb) * s.nb;
+  const SumsSides sides(g);
+  s.mr = sides.gk.strided[0].mr, s.nb = sides.gk.nb, s.strided = sides.gk.strided[0].fn;
+  s.cp = sides.cp, s.kgp = sides.kgp;
   s.m_floats = g.groups * kPoints * s.cp * s.kgp;
   s.slices = FilterSlices(g);
   const int64_t floats = s.slices * s.m_floats;
