@@ -445,7 +445,9 @@ void AmxAffineNarrow(int64_t tiles, int64_t taps, const void* const* a, int64_t 
 }
 
 // The indirect GEMM: each tap's MR pixels are copied, 32 reduction rows at a time, into
-// one tile's rows.
+// one tile's rows. The copy runs a step ahead of the tile load that reads it, into the other
+// of two buffers: a tile load does not take data from stores still in flight, and waits for
+// them.
 template <int MR, int NV>
 void AmxIndirect(int64_t taps, const void* const* a, const float* const* b, int64_t depth,
                  float* c, bool accumulate) {
@@ -453,9 +455,17 @@ void AmxIndirect(int64_t taps, const void* const* a, const float* const* b, int6
   const TiledDepth tiled(depth);
   const int64_t whole = tiled.rows;
   if (whole > 0) {
-    alignas(64) uint16_t rows[MR][32];
+    alignas(64) uint16_t rows[2][MR][32];
     // A short tile's rows are read up to its last reduction row only.
     const __mmask32 row_mask = whole < 32 ? (__mmask32{1} << whole) - 1 : ~__mmask32{0};
+    const auto copy = [&](int64_t t, int64_t k, uint16_t (*to)[32]) {
+#pragma GCC unroll 16
+      for (int m = 0; m < MR; ++m) {
+        const uint16_t* src = static_cast<const uint16_t*>(a[t * MR + m]) + k;
+        _mm512_store_si512(to[m], _mm512_maskz_loadu_epi16(row_mask, src));
+      }
+    };
+    copy(0, 0, rows[0]);
     ConfigureTiles<NV>(MR, 0, tiled.pairs);
     const auto result = [&](int tile) { return c + tile * 16; };
     Unrolled<NV>([&](auto tile) {
@@ -465,15 +475,15 @@ void AmxIndirect(int64_t taps, const void* const* a, const float* const* b, int6
         TileZero<tile>();
       }
     });
-    for (int64_t t = 0; t < taps; ++t) {
+    for (int64_t t = 0, step = 0; t < taps; ++t) {
       const float* bp = b[t];
-      for (int64_t k = 0; k < whole; k += 32, bp += 16 * NB) {
-#pragma GCC unroll 16
-        for (int m = 0; m < MR; ++m) {
-          const uint16_t* src = static_cast<const uint16_t*>(a[t * MR + m]) + k;
-          _mm512_store_si512(rows[m], _mm512_maskz_loadu_epi16(row_mask, src));
+      for (int64_t k = 0; k < whole; k += 32, bp += 16 * NB, ++step) {
+        TileLoad<4>(rows[step % 2], 64);
+        if (k + 32 < whole) {
+          copy(t, k + 32, rows[(step + 1) % 2]);
+        } else if (t + 1 < taps) {
+          copy(t + 1, 0, rows[(step + 1) % 2]);
         }
-        TileLoad<4>(rows, 64);
         Unrolled<NV>([&](auto v) {
           constexpr int kPanel = 6 + v % 2;
           TileLoad<kPanel>(bp + v * 16, NB * 4);
