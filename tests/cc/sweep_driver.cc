@@ -439,7 +439,11 @@ void NchwSpace(const Add& add) {
 // affine runs inside). Then stride-1 bands as whole affine runs (32 reduction channels a tap
 // and more): rows narrower than a tile and wider, several bands and a short last one, a 5x5
 // filter, dilations, groups, NCHW, and a reduction in two chunks. Then banded passes whose
-// merged filter rows have an odd depth a pixel: padded by a zero, or straddling pairs.
+// merged filter rows have an odd depth a pixel: padded by a zero, or straddling pairs. Then
+// strided forward bands: output rows of 15, 16, 48 and 49 columns (either side of both
+// bounds), source channels either side of 32, each tile width, filters one column wide (not
+// taken) and wider, stride 3, VALID and explicit padding, groups, NCHW, and a reduction in
+// two chunks.
 void AmxSpace(const Add& add) {
   for (int64_t cols : {1, 3, 14, 17, 40}) {
     add({"amx runs", 2, 9, cols, 32, 3, 3, 32, 48, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kAll});
@@ -498,6 +502,31 @@ void AmxSpace(const Add& add) {
            Layout::kNCHW, kForward});
     }
   }
+
+  const int64_t strided_channels[][2] = {{31, 40}, {32, 16}, {33, 40}, {64, 130}};
+  const int64_t strided_filters[][2] = {{3, 3}, {3, 1}, {4, 4}};
+  for (int64_t cols : {30, 31, 96, 97}) {
+    for (const auto& ch : strided_channels) {
+      for (const auto& f : strided_filters) {
+        add({"amx strided bands", 2, 5, cols, ch[0], f[0], f[1], ch[0], ch[1],
+             Attrs(2, 2, 1, 1, Padding::kSame), Layout::kNHWC, kForward});
+      }
+    }
+  }
+  for (int64_t cols : {45, 46}) {
+    add({"amx strided bands", 2, 7, cols, 32, 3, 3, 32, 40, Attrs(3, 3, 1, 1, Padding::kSame),
+         Layout::kNHWC, kForward});
+  }
+  add({"amx strided bands", 2, 6, 37, 48, 3, 3, 48, 33, Attrs(2, 2, 1, 1, Padding::kValid), Layout::kNHWC,
+       kForward});
+  add({"amx strided bands", 1, 6, 35, 32, 5, 5, 32, 24, Attrs(2, 2, 1, 1, Padding::kExplicit, 3, 0, 4, 1),
+       Layout::kNHWC, kForward});
+  add({"amx strided bands", 2, 5, 40, 64, 3, 3, 32, 64, Attrs(2, 2, 1, 1, Padding::kSame), Layout::kNHWC,
+       kForward});
+  add({"amx strided bands", 2, 5, 40, 32, 4, 4, 32, 40, Attrs(2, 2, 1, 1, Padding::kSame), Layout::kNCHW,
+       kForward});
+  add({"amx strided bands", 1, 5, 33, 700, 3, 3, 700, 70, Attrs(2, 2, 1, 1, Padding::kSame), Layout::kNHWC,
+       kForward});
 
   const int64_t channels[][2] = {{32, 16}, {33, 16}, {65, 32}, {64, 64}, {95, 40}, {31, 70}, {97, 130}};
   for (const auto& ch : channels) {
@@ -939,10 +968,10 @@ int Main(int argc, char** argv) {
   int64_t unreached = 0;
   if (coverage) {
     // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair
-    // kernels (and the packing of pairs) without AVX-512 BF16, bands run whole without AMX,
-    // strided passes through space-to-depth copies without AMX (bfloat16 on AMX only),
-    // the depthwise row kernels without AVX-512, the GEMMs that round 16-bit results without
-    // vector rounding.
+    // kernels (and the packing of pairs) without AVX-512 BF16, bands run whole, strided
+    // forward bands and strided passes through space-to-depth copies without AMX (bfloat16
+    // on AMX only), the depthwise row kernels without AVX-512, the GEMMs that round 16-bit
+    // results without vector rounding.
     const KernelTable& table = Kernels();
     const bool pairs = table.gemm_bf16_pairs != nullptr;
     const bool rows = table.dw[0].row[0][0][kElemF32] != nullptr;
@@ -956,6 +985,7 @@ int Main(int argc, char** argv) {
                                        path != Path::kBandedMergedStraddling)) &&
                             (rows || path != Path::kDepthwiseRowKernel) &&
                             (amx || (path != Path::kBandedWholeRuns &&
+                                     path != Path::kForwardBandedStridedRows &&
                                      path != Path::kBandedPaddedPixels &&
                                      path != Path::kForwardSpaceToDepth &&
                                      path != Path::kInputSpaceToDepth &&

@@ -255,9 +255,23 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   // into a tile first, and ran at 60% of the affine rate (3x3, 256 -> 256 channels, 14x14
   // images, whose rows hold no whole tile: forward 2.8 -> 2.2 ms, backprop input 3.7-4.4 ->
   // 2.8-3.0 ms). With fewer channels (3 -> 16) the tiles of the row runs do better.
+  // Strided forward passes on AMX tiles, of 32 source channels and more and filters more than
+  // one column wide, whose rows hold one to three tiles (strided_rows) run banded as well: a
+  // band's rows run as whole tiles, where the indirect pass's tiles of the inner pixels
+  // straddle rows and copy their pixels. Measured (bfloat16 forward at stride 2, 2 threads),
+  // indirect -> banded: 4x4, 128 -> 256 channels, 16 output columns 3.75 -> 3.26 ms; 3x3,
+  // 64 -> 128, 28 columns 2.15 -> 1.73 ms; 4x4, 64 -> 128, 32 columns 2.33 -> 1.71 ms; 3x3,
+  // 64 -> 64, 44 columns 1.06 -> 0.99 ms; 5x5, 256 -> 256, 16 columns 8.8 -> 8.3 ms. Longer
+  // rows already run mostly affine (56 columns: 1.33 -> 1.37 ms); shorter ones hold no whole
+  // tile (5x5, 256 -> 512, 8 columns: 9.8 -> 10.7 ms); a 1x1 filter's band copies the
+  // columns it skips (28 columns: 2.2 -> 2.6 ms).
   const bool stride1 = g.stride_rows == 1 && g.stride_cols == 1;
   const bool whole_runs = pairs && AmxTiles() && stride1 && src_group >= 32;
-  bool banded = !pointwise && (src_group * nb <= kBandedTile || whole_runs) && (forward || stride1);
+  const bool strided_rows = pairs && AmxTiles() && forward && !stride1 && src_group >= 32 &&
+                            g.filter_cols > 1 && g.out_cols >= kernels.mr &&
+                            g.out_cols <= 3 * kernels.mr;
+  bool banded = !pointwise && (src_group * nb <= kBandedTile || whole_runs || strided_rows) &&
+                (forward || stride1);
   const bool mergeable = G == 1 && g.dilation_cols == 1 && taps * rows * row_floats <= kPanelFloats;
   // On AMX tiles, a merged filter row of an odd src_group (3 channels a pixel: 9 reduction
   // rows for a 3-wide filter) would go to the row kernels, the tiles taking pairs only: the
@@ -274,6 +288,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
     Note(Path::kBandCopyTooLarge);
     banded = false;
   }
+  if (banded && strided_rows) Note(Path::kForwardBandedStridedRows);
   const bool reversed = banded && !forward;
   const bool merge = banded && mergeable;
   // A merged filter row's taps are one reduction of filter_cols * depth rows (depth:

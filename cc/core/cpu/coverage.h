@@ -20,6 +20,7 @@ namespace cpu {
   X(kForwardBanded, "forward/banded")                                                         \
   X(kForwardBandedMerged, "forward/banded, filter-row taps merged")                           \
   X(kForwardIndirect, "forward/indirect")                                                     \
+  X(kForwardBandedStridedRows, "forward/AMX: strided, rows of one to three tiles, banded")    \
   X(kForwardDepthwise, "forward/depthwise rows")                                              \
   X(kForwardWinograd, "forward/Winograd F(4x4, 3x3)")                                         \
   X(kForwardSpaceToDepth, "forward/strided as stride 1 over a space-to-depth copy")           \

@@ -26,7 +26,8 @@ namespace fast {
 inline constexpr int64_t kBandPixels = 256;
 // Forward passes, and stride-1 backprop-input passes, whose reduction depth per tap times
 // column block width is at most this run banded. Strided forward passes of longer tiles ran
-// 5-6% slower banded than indirect (64 and 128 channels at stride 2).
+// 5-6% slower banded than indirect (64 and 128 channels at stride 2), but on AMX tiles
+// (conv_fast.cc's strided_rows).
 inline constexpr int64_t kBandedTile = 32 * 32;
 
 // Where an indirect pass packs the filter of tap t (row-major over filter_cols columns): at
