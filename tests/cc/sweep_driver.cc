@@ -985,6 +985,7 @@ int Main(int argc, char** argv) {
                                        path != Path::kBandedMergedStraddling)) &&
                             (rows || path != Path::kDepthwiseRowKernel) &&
                             (amx || (path != Path::kBandedWholeRuns &&
+                                     path != Path::kBandedWholeRowsOut &&
                                      path != Path::kForwardBandedStridedRows &&
                                      path != Path::kBandedPaddedPixels &&
                                      path != Path::kForwardSpaceToDepth &&

@@ -58,6 +58,7 @@ namespace cpu {
   X(kBandedWholeRuns, "banded/each band one affine run over whole copy rows")                 \
   X(kBandedRowRests, "banded/rows' left-over pixels through the indirect kernel")             \
   X(kBandedRowsInPlace, "banded/float rows written in place")                                 \
+  X(kBandedWholeRowsOut, "banded/whole runs of one column block written out a row at a time") \
   X(kBandedRowsNarrowed, "banded/16-bit rows rounded by the micro-kernel, in place")          \
   X(kBandedMergedStraddling, "banded/bfloat16 pairs straddling merged filter-row taps")       \
   X(kBandedPaddedPixels, "banded/AMX: odd merged reductions over pixels padded by a zero")    \

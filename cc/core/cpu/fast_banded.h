@@ -295,8 +295,16 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
           indirect(taps, a, b, len, rest_c + q0 * nb, k > 0);
         }
       }
+      // Whole runs over every channel in one column block: a computed row's results lie in
+      // cbuf as its pixels in dst, and go out in one call.
+      const bool whole_rows = whole_runs && col.width == nb && dst_channels == nb;
+      if (whole_rows) Note(Path::kBandedWholeRowsOut);
       for (int64_t i = 0; i < rows; ++i) {
         T* const out = out0 + i * dw.size * dst_channels;
+        if (whole_rows) {
+          WriteOut(cbuf + i * pitch * nb, dw.size * nb, out);
+          continue;
+        }
         for (int64_t j = in_place ? row_tiles * mr : 0; j < dw.size; ++j) {
           const float* c = whole_runs          ? cbuf + (i * pitch + j) * nb
                            : j < row_tiles * mr ? cbuf + (i * row_tiles * mr + j) * nb
