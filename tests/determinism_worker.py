@@ -27,6 +27,10 @@ CONFIGS = [
     # 128 -> 128: forward and backprop input stream a transformed filter too large for the
     # cache, 18 tiles in one block, its two column blocks in two units.
     common.make_config("NHWC", 2, 12, 12, 128, [3, 3, 128, 128], (1, 1), (1, 1), "SAME"),
+    # On AMX tiles, bfloat16: a strided forward pass whose rows of 20 columns run banded, and
+    # stride-1 bands of one column block (32 channels) written out a row at a time.
+    common.make_config("NHWC", 4, 40, 40, 32, [4, 4, 32, 48], (2, 2), (1, 1), "SAME"),
+    common.make_config("NHWC", 3, 20, 21, 32, [3, 3, 32, 32], (1, 1), (1, 1), "SAME"),
 ]
 WINOGRAD = (3, 4, 5)
 results = {}
