@@ -266,10 +266,12 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   // tile (5x5, 256 -> 512, 8 columns: 9.8 -> 10.7 ms); a 1x1 filter's band copies the
   // columns it skips (28 columns: 2.2 -> 2.6 ms).
   const bool stride1 = g.stride_rows == 1 && g.stride_cols == 1;
-  const bool whole_runs = pairs && AmxTiles() && stride1 && src_group >= 32;
-  const bool strided_rows = pairs && AmxTiles() && forward && !stride1 && src_group >= 32 &&
-                            g.filter_cols > 1 && g.out_cols >= kernels.mr &&
-                            g.out_cols <= 3 * kernels.mr;
+  // bfloat16 GEMMs on AMX tiles; amx_whole: with whole tiles of 32 reduction rows a tap.
+  const bool amx = pairs && AmxTiles();
+  const bool amx_whole = amx && src_group >= 32;
+  const bool whole_runs = amx_whole && stride1;
+  const bool strided_rows = amx_whole && forward && !stride1 && g.filter_cols > 1 &&
+                            g.out_cols >= kernels.mr && g.out_cols <= 3 * kernels.mr;
   bool banded = !pointwise && (src_group * nb <= kBandedTile || whole_runs || strided_rows) &&
                 (forward || stride1);
   const bool mergeable = G == 1 && g.dilation_cols == 1 && taps * rows * row_floats <= kPanelFloats;
@@ -279,7 +281,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   // if shorter than 32 rows, one short tile. Forward, 3 channels: 3x3 over 8x112x112, 16
   // output channels, 1.3 -> 1.0 ms; 7x7 at stride 2 over 8x224x224, 64 output channels,
   // 14 -> 3.5 ms. A 1x1 filter (one tap a row, 15 channels) measured 5-10% slower padded.
-  const bool pad_pixels = g.filter_cols > 1 && mergeable && pairs && AmxTiles() &&
+  const bool pad_pixels = g.filter_cols > 1 && mergeable && amx &&
                           src_group % 2 == 1 && g.filter_cols * (src_group + 1) < 32;
   const int64_t copy_channels = src_channels + (pad_pixels ? 1 : 0);
   BandPlan band_plan;
