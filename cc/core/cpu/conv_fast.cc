@@ -563,11 +563,19 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
       }
     }
     if (winograd) wino->Finish(acc);
-    for (int64_t i = 0; i < size; ++i) {
-      float sum = acc[i];
-      for (int64_t s = 1; s < slices; ++s) sum += acc[s * size + i];
-      dw[i] = static_cast<T>(sum);
-    }
+    // The slices in order, each element's sum the same however the elements are shared out.
+    constexpr int64_t kBlock = 256;
+    parallel_for(CeilDiv(size, kBlock), Cost(2.0 * slices * kBlock), [&](int64_t begin, int64_t end) {
+      float sums[kBlock];
+      for (int64_t i0 = begin * kBlock; i0 < std::min(size, end * kBlock); i0 += kBlock) {
+        const int64_t n = std::min(kBlock, size - i0);
+        std::copy(acc + i0, acc + i0 + n, sums);
+        for (int64_t s = 1; s < slices; ++s) {
+          for (int64_t i = 0; i < n; ++i) sums[i] += acc[s * size + i0 + i];
+        }
+        WriteOut(sums, n, dw + i0);
+      }
+    });
     return true;
   }
 }
