@@ -31,6 +31,9 @@ CONFIGS = [
     # stride-1 bands of one column block (32 channels) written out a row at a time.
     common.make_config("NHWC", 4, 40, 40, 32, [4, 4, 32, 48], (2, 2), (1, 1), "SAME"),
     common.make_config("NHWC", 3, 20, 21, 32, [3, 3, 32, 32], (1, 1), (1, 1), "SAME"),
+    # On AMX tiles, bfloat16: a filter gradient of 16 slices of two pieces each (the
+    # configurations above take it too: by slices and channel chunks, with groups, strided).
+    common.make_config("NHWC", 5, 62, 62, 16, [3, 3, 16, 16], (1, 1), (1, 1), "SAME"),
 ]
 WINOGRAD = (3, 4, 5)
 results = {}

@@ -28,9 +28,9 @@ class DeterminismTest(tf.test.TestCase):
                 with np.load(path) as data:
                     outputs[threads] = {k: data[k] for k in data.files}
         keys = sorted(outputs[1])
-        # Seven configurations x 23 (op, dtype) pairs + one depthwise x 12, and the three
+        # Eight configurations x 23 (op, dtype) pairs + one depthwise x 12, and the three
         # Winograd ones again in exact mode.
-        self.assertEqual(len(keys), 7 * 23 + 12 + 3 * 23)
+        self.assertEqual(len(keys), 8 * 23 + 12 + 3 * 23)
         for threads in (2, 3):
             self.assertEqual(sorted(outputs[threads]), keys)
             for k in keys:

@@ -541,11 +541,64 @@ void AmxSpace(const Add& add) {
   }
 }
 
+// The filter gradient on AMX tiles (bfloat16, at least 16 input and output channels a group):
+// channel counts either side of the 16- and 32-row tiles on both operands, filters of one
+// tap, of odd and even shifts only (one row, one column), 3x3 and 5x5, dilations, every
+// padding; strides 2 and 3 and mixed (one phase of the input, several, phases that dilation
+// merges), groups (channels either side of a tile); several slices and several pieces of a
+// slice (of 512 pairs, and shorter ones where the input's copies would pass the L2 bound);
+// output channels in chunks (one slice: a filter past the sums' memory bound, or few pixels),
+// the last chunk part of a tile; and NCHW in two chunks of images, the second added to the
+// first's sums.
+void FilterTilesSpace(const Add& add) {
+  const int64_t channels[][2] = {{16, 16}, {17, 33}, {31, 32}, {32, 17}, {33, 48}, {48, 65}, {64, 64}, {65, 130}};
+  const int64_t filters[][4] = {{1, 1, 1, 1}, {1, 2, 1, 1}, {2, 1, 1, 1}, {1, 3, 1, 2}, {3, 3, 1, 1},
+                                {3, 3, 2, 3}, {5, 5, 1, 1}, {2, 2, 3, 1}};
+  for (const auto& ch : channels) {
+    for (const auto& f : filters) {
+      for (const ConvAttrs& attrs : Paddings(1, 1, f[2], f[3])) {
+        add({"amx filter tiles", 2, 9, 11, ch[0], f[0], f[1], ch[0], ch[1], attrs, Layout::kNHWC, kFilter});
+      }
+    }
+  }
+  const int64_t strided[][6] = {{1, 1, 2, 2, 1, 1}, {3, 3, 2, 2, 1, 1}, {4, 4, 2, 2, 1, 1},
+                                {3, 3, 3, 3, 1, 1}, {5, 5, 2, 1, 1, 1}, {3, 2, 1, 3, 1, 1},
+                                {3, 3, 2, 2, 2, 2}, {3, 3, 2, 2, 3, 1}};
+  for (const auto& f : strided) {
+    for (int c : {0, 3, 6}) {
+      const auto& ch = channels[c];
+      for (const ConvAttrs& attrs : Paddings(f[2], f[3], f[4], f[5])) {
+        add({"amx filter tiles strided", 2, 11, 14, ch[0], f[0], f[1], ch[0], ch[1], attrs, Layout::kNHWC,
+             kFilter});
+      }
+    }
+  }
+  const int64_t groups[][3] = {{2, 16, 16}, {2, 24, 20}, {3, 17, 33}, {4, 32, 16}};
+  for (const auto& gr : groups) {
+    add({"amx filter tiles groups", 2, 8, 13, gr[0] * gr[1], 3, 3, gr[1], gr[0] * gr[2],
+         Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC, kFilter});
+  }
+  add({"amx filter tiles slices", 5, 62, 62, 16, 3, 3, 16, 16, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC,
+       kFilter});
+  add({"amx filter tiles slices", 4, 40, 41, 24, 1, 3, 24, 40, Attrs(1, 1, 1, 1, Padding::kValid), Layout::kNHWC,
+       kFilter});
+  add({"amx filter tiles slices", 6, 12, 12, 256, 5, 5, 256, 33, Attrs(2, 2, 1, 1, Padding::kSame), Layout::kNHWC,
+       kFilter});
+  add({"amx filter tiles chunks", 1, 5, 6, 33, 3, 3, 33, 130, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC,
+       kFilter});
+  add({"amx filter tiles chunks", 1, 30, 30, 160, 7, 7, 160, 170, Attrs(1, 1, 1, 1, Padding::kSame),
+       Layout::kNHWC, kFilter});
+  add({"amx filter tiles nchw", 2, 370, 370, 16, 1, 2, 16, 17, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW,
+       kFilter});
+  add({"amx filter tiles nchw", 2, 6, 7, 48, 3, 3, 48, 40, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW,
+       kFilter});
+}
+
 const std::pair<const char*, void (*)(const Add&)> kSpaces[] = {
     {"channels", ChannelSpace}, {"groups", GroupSpace},     {"columns", ColumnsMergedSpace},
     {"spatial", SpatialSpace},  {"chunks", ChunkSpace},     {"depthwise", DepthwiseSpace},
     {"filter", FilterSpace},    {"nchw", NchwSpace},       {"winograd", WinogradSpace},
-    {"band copy", BandCopySpace}, {"amx tiles", AmxSpace},
+    {"band copy", BandCopySpace}, {"amx tiles", AmxSpace},     {"amx filter tiles", FilterTilesSpace},
 };
 
 // ---------------------------------------------------------------------------------------
@@ -990,7 +1043,13 @@ int Main(int argc, char** argv) {
                                      path != Path::kBandedPaddedPixels &&
                                      path != Path::kForwardSpaceToDepth &&
                                      path != Path::kInputSpaceToDepth &&
-                                     path != Path::kSpaceToDepthChunks)) &&
+                                     path != Path::kSpaceToDepthChunks &&
+                                     path != Path::kFilterTiles && path != Path::kFilterTilesGroups &&
+                                     path != Path::kFilterTilesChannelChunks &&
+                                     path != Path::kFilterTilesSlices &&
+                                     path != Path::kFilterTilesPieces &&
+                                     path != Path::kFilterTilesAdded &&
+                                     path != Path::kFilterTilesPhases)) &&
                             (narrowed || (path != Path::kIndirectNarrowed &&
                                           path != Path::kBandedRowsNarrowed));
       std::printf("  path %-70s %llu%s\n", PathName(path), (unsigned long long)n,
@@ -1001,6 +1060,14 @@ int Main(int argc, char** argv) {
     ForEachKernel(table, [&](const char* name, int index, int kind, auto fn) {
       if (fn == nullptr) return;
       if (!pairs && std::strcmp(name, "pack_halves") == 0) return;
+      if (!amx && std::strcmp(name, "pack_pairs") == 0) return;  // the AMX filter tiles' alone
+      // On AMX, bfloat16 runs Winograd nowhere: its forward and backprop input take the tiles
+      // of the direct passes, its filter gradient the filter tiles (16 channels a group, as
+      // Winograd needs).
+      if (amx && kind == kElemBF16 && (std::strcmp(name, "winograd.input") == 0 ||
+                                       std::strcmp(name, "winograd.gradient") == 0)) {
+        return;
+      }
       ++kernels;
       if (KernelCalled(fn)) {
         ++reached;

@@ -28,6 +28,7 @@
 #include "cc/core/cpu/fast_common.h"
 #include "cc/core/cpu/fast_depthwise.h"
 #include "cc/core/cpu/fast_filter.h"
+#include "cc/core/cpu/fast_filter_tiles.h"
 #include "cc/core/cpu/fast_indirect.h"
 #include "cc/core/cpu/fast_space_to_depth.h"
 #include "cc/core/cpu/microkernels.h"
@@ -480,17 +481,22 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     if (layout == Layout::kNCHW) gc.batch = chunk;
     const int64_t size = g.filter_elements();
     const bool depthwise = IsDepthwiseOne(g);
-    // Exact mode is read once per call, here. bfloat16 on AMX tiles runs Winograd only by
-    // slices: by chunks, the direct pass ran faster (3x3, 128 -> 128 channels over 16x28x28:
-    // 6.2 -> 5.6 ms; 256 -> 256 over 16x14x14: 8.0 -> 5.9 ms).
-    const bool winograd = !depthwise && WinogradFilterApplies<T>(g) &&
-                          !(KindOf<T>() == kElemBF16 && AmxTiles() && !WinogradFilterSliced(gc));
+    // bfloat16 on AMX tiles with 16 channels a group or more: every tap's sums as tiles of one
+    // transposed copy of dy times shifted pairs of x (fast_filter_tiles.h), a direct sum and
+    // ahead of Winograd too (VGG's 3x3 layer, 64 -> 64 channels over 8x56x56, through the core
+    // on two threads: Winograd 2.33 ms, the strided pass 3.40 ms, tiles 1.14-1.19 ms).
+    const bool tiles = KindOf<T>() == kElemBF16 && AmxTiles() && !depthwise && FilterTilesApply(g);
+    // Exact mode is read once per call, here.
+    const bool winograd = !depthwise && !tiles && WinogradFilterApplies<T>(g);
     const GemmKernel& gk = PickGemm(g.out_depth_per_group());
     FilterPlan plan;
+    TilesPlan tiles_plan;
     DepthwiseFilterPlan dw_plan;
     bool widen = false;
     if (depthwise) {
       dw_plan = PlanDepthwiseFilter(gc, sizeof(T));
+    } else if (tiles) {
+      tiles_plan = PlanFilterTiles(gc);
     } else if (!winograd) {
       plan = PlanFilter(gc, gk, sizeof(T));
       // With merged filter columns, half and bfloat16 pixels would be packed once per filter
@@ -507,10 +513,11 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
       }
     }
     // Each slice of the rows sums into its own accumulators; they are added in slice order.
-    const int64_t slices = depthwise ? dw_plan.slices : plan.slices;
+    const int64_t slices = depthwise ? dw_plan.slices : tiles ? tiles_plan.slices : plan.slices;
     Workspace acc_space(slices * size * sizeof(float));
     float* const acc = acc_space.data<float>();
-    std::fill(acc, acc + slices * size, 0.0f);
+    // The tiles pass writes all of it on its first pass.
+    if (!tiles) std::fill(acc, acc + slices * size, 0.0f);
     std::unique_ptr<WinogradFilter<T>> wino;
     if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, parallel_for);
     const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp, bool first) {
@@ -518,6 +525,8 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
         wino->Accumulate(gp, xp, dyp);
       } else if (depthwise) {
         FilterDepthwiseNhwc(gp, dw_plan, xp, dyp, acc, parallel_for);
+      } else if (tiles) {
+        FilterTilesNhwc(gp, tiles_plan, xp, dyp, acc, first, parallel_for);
       } else {
         FilterGemmNhwc(gp, plan, gk, xp, dyp, acc, first, parallel_for);
       }

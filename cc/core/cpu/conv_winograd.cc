@@ -327,8 +327,6 @@ int64_t FilterSlices(const ConvGeometry& g) {
 }
 }  // namespace
 
-bool WinogradFilterSliced(const ConvGeometry& g) { return FilterSlices(g) > 1; }
-
 template <typename T>
 struct WinogradFilter<T>::State {
   ConvGeometry g;

@@ -43,11 +43,6 @@ bool WinogradApplies(const ConvGeometry& g, bool forward);
 template <typename T>
 bool WinogradFilterApplies(const ConvGeometry& g);
 
-// Whether the filter gradient over g runs by slices of tiles, each transformed block by
-// block and reduced in cache (small enough sums); otherwise by chunks of tiles transformed
-// into memory.
-bool WinogradFilterSliced(const ConvGeometry& g);
-
 // Runs it, NHWC: forward reads src = x and writes dst = y; backprop input reads src = dy
 // and writes dst = dx.
 template <typename T>

@@ -85,6 +85,13 @@ namespace cpu {
   X(kFilterWidenedChunks, "backprop filter/16-bit operands widened by chunks of images")     \
   X(kFilterDepthwise, "backprop filter/depthwise")                                            \
   X(kFilterDepthwiseWholeRows, "backprop filter/depthwise rows whole, every channel block")    \
+  X(kFilterTiles, "backprop filter/AMX tiles over shifted rows")                             \
+  X(kFilterTilesGroups, "backprop filter/AMX tiles, several groups")                          \
+  X(kFilterTilesChannelChunks, "backprop filter/AMX tiles, output-channel chunks")            \
+  X(kFilterTilesSlices, "backprop filter/AMX tiles, several slices")                          \
+  X(kFilterTilesPieces, "backprop filter/AMX tiles, several pieces in a slice")               \
+  X(kFilterTilesAdded, "backprop filter/AMX tiles added to an earlier chunk's sums")          \
+  X(kFilterTilesPhases, "backprop filter/AMX tiles, input phases of a stride")                \
   X(kFilterWinograd, "backprop filter/Winograd F(4x4, 3x3)")                                  \
   X(kWinogradFilterChunks, "winograd/filter gradient in several chunks of tiles")             \
   X(kWinogradFilterSliced, "winograd/filter gradient by slices of tiles, blocks kept in cache") \

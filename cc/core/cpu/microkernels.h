@@ -54,6 +54,18 @@ using GemmStridedFn = void (*)(int64_t runs, int64_t len, const float* a, int64_
                                int64_t a_step, int64_t rows, const float* b, int64_t b_run,
                                int64_t b_step, float* c, int64_t ldc);
 
+// The filter gradient's reduction on AMX tiles, one operand shifted per tap (bfloat16): for
+// t < taps, m < rows and j < cols (both multiples of 16),
+//   c[t*c_tap + m*ldc + j] += sum_{r < pairs} dot(pair r of a's row m, b[t][r*ldb + j])
+// where a holds bfloat16 rows (one output channel's pixels, in order) in panels of 16 pairs:
+// pairs [16s, 16s + 16) of row m are the 32 values at a + s*a_step + m*32; each b[t] holds
+// bfloat16 pairs (two consecutive pixels of one input channel) in 32-bit slots. `pairs` a
+// multiple of 16. Each sum adds its pairs in order, 16 at a time. Every value read must be
+// finite: a zero in one operand does not hide a NaN in the other.
+using GemmShiftedFn = void (*)(int64_t taps, const uint16_t* a, int64_t a_step, int64_t rows,
+                               const uint32_t* const* b, int64_t ldb, int64_t cols,
+                               int64_t pairs, float* c, int64_t ldc, int64_t c_tap);
+
 // Depthwise over an indirection table (forward and backprop input, one filter per channel):
 //   c[m][j] (=, or +=) sum_{t < taps} a[t*MR + m][j] * b[t][j]       for m < MR, j < NB.
 using DepthwiseIndirectFn = void (*)(int64_t taps, const void* const* a, const float* const* b,
@@ -104,6 +116,9 @@ using WidenFn = void (*)(const void* src, int64_t n, float* dst);
 // out[i] |= in[i] << 16, for i < n.
 using PackHalvesFn = void (*)(const uint16_t* in, int64_t n, uint32_t* out, bool high);
 
+// Both halves at once: out[i] = lo[i] | hi[i] << 16 for i < n, a null lo or hi read as zeros.
+using PackPairsFn = void (*)(const uint16_t* lo, const uint16_t* hi, int64_t n, uint32_t* out);
+
 // Winograd F(4x4, 3x3) transforms (conv_winograd.cc), each along `n` contiguous channels:
 //   input:    v[xi * v_step + c] = (B^T d B)[xi] for the 6 x 6 patch d[i][j] = patch[i * 6 + j][c]
 //             (arrays of the activations' kind);
@@ -147,6 +162,8 @@ struct GemmKernel {
   // strided[0] has the tile's mr rows; strided[1] more rows where the registers allow them
   // (fewer loads of b per product, and a closer fit to some row counts), else fn is null.
   StridedKernel strided[2];
+  // The stride-1 filter gradient on AMX tiles (GemmShiftedFn); null but in the AMX tables.
+  GemmShiftedFn shifted;
 };
 
 struct DepthwiseKernel {
@@ -171,6 +188,7 @@ struct KernelTable {
   // By element kind: widen[kElemF16] and widen[kElemBF16]; null for kElemF32.
   WidenFn widen[kElemKinds];
   PackHalvesFn pack_halves;
+  PackPairsFn pack_pairs;
   // Where the processor has AVX-512 BF16: bfloat16 gemm kernels on bfloat16-pair filter
   // panels (microkernels_avx512bf16.cc), the same column widths as gemm[] (and, but for AMX,
   // the same tiles), and a strided reduction whose operands both hold bfloat16 pairs along the
@@ -187,22 +205,23 @@ struct KernelTable {
 template <typename Fn>
 void ForEachKernel(const KernelTable& t, Fn fn) {
   const auto gemm = [&](const char* indirect, const char* affine, const char* narrow,
-                        const char* ahead, const char* strided, const char* tall, int i,
-                        const GemmKernel& k) {
+                        const char* ahead, const char* strided, const char* tall,
+                        const char* shifted, int i, const GemmKernel& k) {
     for (int e = 0; e < kElemKinds; ++e) {
       fn(indirect, i, e, k.indirect[e]), fn(affine, i, e, k.affine[e]);
       fn(narrow, i, e, k.affine_narrow[e]);
     }
     fn(ahead, i, kElemF32, k.affine_ahead);
     fn(strided, i, -1, k.strided[0].fn), fn(tall, i, -1, k.strided[1].fn);
+    fn(shifted, i, -1, k.shifted);
   };
   for (int i = 0; i < 3; ++i) {
     gemm("gemm.indirect", "gemm.affine", "gemm.affine_narrow", "gemm.affine_ahead", "gemm.strided",
-         "gemm.strided_tall", i, t.gemm[i]);
+         "gemm.strided_tall", "gemm.shifted", i, t.gemm[i]);
   }
   for (int i = 0; t.gemm_bf16_pairs != nullptr && i < 3; ++i) {
     gemm("pairs.indirect", "pairs.affine", "pairs.affine_narrow", "pairs.affine_ahead",
-         "pairs.strided", "pairs.strided_tall", i, t.gemm_bf16_pairs[i]);
+         "pairs.strided", "pairs.strided_tall", "pairs.shifted", i, t.gemm_bf16_pairs[i]);
   }
   for (int i = 0; i < 3; ++i) {
     const DepthwiseKernel& k = t.dw[i];
@@ -217,7 +236,7 @@ void ForEachKernel(const KernelTable& t, Fn fn) {
     }
   }
   fn("transpose32", 0, -1, t.transpose32), fn("transpose16", 0, -1, t.transpose16);
-  fn("pack_halves", 0, -1, t.pack_halves);
+  fn("pack_halves", 0, -1, t.pack_halves), fn("pack_pairs", 0, -1, t.pack_pairs);
   for (int e = 0; e < kElemKinds; ++e) fn("narrow", 0, e, t.narrow[e]);
   for (int e = 0; e < kElemKinds; ++e) fn("widen", 0, e, t.widen[e]);
   for (int e = 0; e < kElemKinds; ++e) {
@@ -226,7 +245,7 @@ void ForEachKernel(const KernelTable& t, Fn fn) {
   for (int e = 0; e < kElemKinds; ++e) fn("winograd.gradient", 0, e, t.winograd.gradient[e]);
   fn("winograd.output", 0, -1, t.winograd.output), fn("winograd.reduce", 0, -1, t.winograd.reduce);
 }
-static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (3 * kElemKinds + 1) * sizeof(void*) +
+static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (3 * kElemKinds + 2) * sizeof(void*) +
                                          2 * sizeof(StridedKernel),
               "a new GemmKernel member: list it in ForEachKernel");
 static_assert(sizeof(DepthwiseKernel) ==
@@ -238,7 +257,7 @@ static_assert(sizeof(WinogradKernel) == (3 * kElemKinds + 2) * sizeof(void*),
               "a new WinogradKernel member: list it in ForEachKernel");
 static_assert(sizeof(KernelTable) == sizeof(const char*) + 3 * sizeof(GemmKernel) +
                                          3 * sizeof(DepthwiseKernel) +
-                                         (3 + 2 * kElemKinds + 1) * sizeof(void*) +
+                                         (4 + 2 * kElemKinds + 1) * sizeof(void*) +
                                          sizeof(WinogradKernel),
               "a new KernelTable member: list it in ForEachKernel");
 

@@ -589,6 +589,74 @@ void AmxStrided(int64_t runs, int64_t len, const float* a, int64_t a_run, int64_
   ReleaseTiles();
 }
 
+// GemmShiftedFn on AMX tiles: a block of one or two row tiles (M2) by one or two column tiles
+// (N2) of every tap's results over pair rows [r0, r1). Tiles as ConfigureTiles<2>: results in
+// tmm0-3 (row tile * 2 + column tile), rows of a in tmm4 and tmm5, pairs of b in tmm6 and tmm7.
+template <bool M2, bool N2>
+TF_OPS_INLINE void ShiftedBlock(int64_t taps, const uint16_t* a, int64_t a_step,
+                                const uint32_t* const* b, int64_t col, int64_t ldb, int64_t r0,
+                                int64_t r1, float* c, int64_t ldc, int64_t c_tap) {
+  const int64_t c_stride = ldc * 4, b_stride = ldb * 4;
+  for (int64_t t = 0; t < taps; ++t) {
+    float* const ct = c + t * c_tap;
+    TileLoad<0>(ct, c_stride);
+    if constexpr (N2) TileLoad<1>(ct + 16, c_stride);
+    if constexpr (M2) TileLoad<2>(ct + 16 * ldc, c_stride);
+    if constexpr (M2 && N2) TileLoad<3>(ct + 16 * ldc + 16, c_stride);
+    const uint16_t* at = a + r0 / 16 * a_step;
+    const uint32_t* bt = b[t] + r0 * ldb + col;
+    for (int64_t r = r0; r < r1; r += 16, at += a_step, bt += 16 * ldb) {
+      TileLoad<4>(at, 64);
+      TileLoad<6>(bt, b_stride);
+      TileDot<0, 4, 6>();
+      if constexpr (N2) {
+        TileLoad<7>(bt + 16, b_stride);
+        TileDot<1, 4, 7>();
+      }
+      if constexpr (M2) {
+        TileLoad<5>(at + 16 * 32, 64);
+        TileDot<2, 5, 6>();
+        if constexpr (N2) TileDot<3, 5, 7>();
+      }
+    }
+    TileStore<0>(ct, c_stride);
+    if constexpr (N2) TileStore<1>(ct + 16, c_stride);
+    if constexpr (M2) TileStore<2>(ct + 16 * ldc, c_stride);
+    if constexpr (M2 && N2) TileStore<3>(ct + 16 * ldc + 16, c_stride);
+  }
+}
+
+// Pair rows a block of results takes before the next block: its rows of a and the taps'
+// pairs of b stay in the L1 cache through every tap.
+constexpr int64_t kShiftedPairs = 128;
+
+void AmxShifted(int64_t taps, const uint16_t* a, int64_t a_step, int64_t rows,
+                const uint32_t* const* b, int64_t ldb, int64_t cols, int64_t pairs, float* c,
+                int64_t ldc, int64_t c_tap) {
+  ConfigureTiles<2>(16, 16);
+  for (int64_t r0 = 0; r0 < pairs; r0 += kShiftedPairs) {
+    const int64_t r1 = std::min(pairs, r0 + kShiftedPairs);
+    for (int64_t m = 0; m < rows; m += 32) {
+      const uint16_t* const am = a + m * 32;
+      for (int64_t j = 0; j < cols; j += 32) {
+        float* const cm = c + m * ldc + j;
+        if (rows - m > 16) {
+          if (cols - j > 16) {
+            ShiftedBlock<true, true>(taps, am, a_step, b, j, ldb, r0, r1, cm, ldc, c_tap);
+          } else {
+            ShiftedBlock<true, false>(taps, am, a_step, b, j, ldb, r0, r1, cm, ldc, c_tap);
+          }
+        } else if (cols - j > 16) {
+          ShiftedBlock<false, true>(taps, am, a_step, b, j, ldb, r0, r1, cm, ldc, c_tap);
+        } else {
+          ShiftedBlock<false, false>(taps, am, a_step, b, j, ldb, r0, r1, cm, ldc, c_tap);
+        }
+      }
+    }
+  }
+  ReleaseTiles();
+}
+
 // MakeDot's kernels on AMX tiles; MR is the float table's tile height.
 template <int MR, int NV>
 GemmKernel MakeAmx() {
@@ -600,8 +668,12 @@ GemmKernel MakeAmx() {
   k.affine_narrow[kElemBF16] = AmxAffineNarrow<16, NV>;
   // Tiles of 32 GEMM rows beside the float table's: AMX computes only the configured rows, so
   // taller tiles cost nothing where rows are few, and fill both pixel tiles where they are many.
+  // Those pay only past 16 GEMM rows (input channels: pair operands never merge filter
+  // columns), and with 16 output channels or more as well (a table of 32 or 64 columns) the
+  // filter gradient runs on `shifted`: only the 16-column table keeps them.
   k.strided[0] = {MR, AmxStrided<MR, NV>};
-  k.strided[1] = {32, AmxStrided<32, NV>};
+  if constexpr (NV == 1) k.strided[1] = {32, AmxStrided<32, NV>};
+  k.shifted = AmxShifted;
   return k;
 }
 
