@@ -162,7 +162,7 @@ struct GemmKernel {
   // strided[0] has the tile's mr rows; strided[1] more rows where the registers allow them
   // (fewer loads of b per product, and a closer fit to some row counts), else fn is null.
   StridedKernel strided[2];
-  // The stride-1 filter gradient on AMX tiles (GemmShiftedFn); null but in the AMX tables.
+  // The filter gradient on AMX tiles (GemmShiftedFn); null but in the AMX tables.
   GemmShiftedFn shifted;
 };
 
