@@ -353,6 +353,11 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   int64_t chunk = std::max<int64_t>(
       16, std::min<int64_t>(src_group, kPanelFloats / std::max<int64_t>(1, taps * row_floats)));
   if (pairs) chunk += chunk % 2;  // chunks start at even rows of a pair panel
+  if (amx && chunk < src_group) {
+    // Chunks of equal whole tiles of 32 rows: a chunk's rows past its last whole tile would
+    // run on the vector kernels (5x5, 256 -> 512 channels: chunks 246 + 10 -> 128 + 128).
+    chunk = CeilDiv(CeilDiv(src_group, CeilDiv(src_group, chunk)), 32) * 32;
+  }
   const auto column = [&](int64_t unit) {
     const int64_t grp = unit / blocks, cb = unit % blocks;
     ColumnBlock col;
