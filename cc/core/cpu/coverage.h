@@ -60,6 +60,7 @@ namespace cpu {
   X(kBandedRowsInPlace, "banded/float rows written in place")                                 \
   X(kBandedWholeRowsOut, "banded/whole runs of one column block written out a row at a time") \
   X(kBandedRowsNarrowed, "banded/16-bit rows rounded by the micro-kernel, in place")          \
+  X(kBandedNarrowedBand, "banded/rows of one tile each as one rounded call per band")         \
   X(kBandedMergedStraddling, "banded/bfloat16 pairs straddling merged filter-row taps")       \
   X(kBandedPaddedPixels, "banded/AMX: odd merged reductions over pixels padded by a zero")    \
   X(kDepthwiseRowKernel, "depthwise/row kernels")                                             \

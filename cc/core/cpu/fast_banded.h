@@ -258,6 +258,9 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
       if (in_place && row_tiles > 0) {
         Note(narrowed ? Path::kBandedRowsNarrowed : Path::kBandedRowsInPlace);
       }
+      // Each computed row exactly one tile: the band's rows follow one another in dst.
+      const bool one_tile_rows = row_tiles == 1 && row_rest == 0;
+      if (narrowed && one_tile_rows) Note(Path::kBandedNarrowedBand);
       for (int64_t k = 0; k < chunks; ++k) {
         const int64_t k0 = k * chunk, len = std::min(chunk, depth - k0);
         for (int64_t t = 0; t < taps; ++t) {
@@ -270,11 +273,19 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
                  nb, k > 0);
           continue;
         }
+        if (narrowed && one_tile_rows) {
+          // Rows of one tile each, their results one after another in dst: the band in one
+          // call, which pairs the tiles of two rows.
+          for (int64_t t = 0; t < taps; ++t) a[t] = base + tap_offset[t];
+          narrow(rows, taps, a, step_w * copy_channels, at(1, 0), b, len, out0, dst_channels);
+          continue;
+        }
         for (int64_t i = 0; i < rows && row_tiles > 0; ++i) {
           for (int64_t t = 0; t < taps; ++t) a[t] = base + at(i, 0) + tap_offset[t];
           T* const out = out0 + i * dw.size * dst_channels;
           if (narrowed) {
-            narrow(row_tiles, taps, a, step_w * copy_channels, b, len, out, dst_channels);
+            narrow(row_tiles, taps, a, step_w * copy_channels, mr * step_w * copy_channels, b,
+                   len, out, dst_channels);
             continue;
           }
           float* c = cbuf + i * row_tiles * mr * nb;

@@ -313,7 +313,8 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
               // 16-bit results of whole column blocks, rounded by the micro-kernel in place.
               Note(Path::kIndirectNarrowed);
               NoteKernel(narrow);
-              narrow(run[tile], count, a, dw.mult() * src_channels, b, len,
+              const int64_t pixel_step = dw.mult() * src_channels;
+              narrow(run[tile], count, a, pixel_step, mr * pixel_step, b, len,
                      dst + dst_pixel[tile * mr] * dst_channels + col.dst_offset,
                      dw.step() * dst_channels);
               std::fill(stored + tile, stored + tile + run[tile], 1);

@@ -38,11 +38,14 @@ using GemmAffineFn = void (*)(int64_t tiles, int64_t taps, const void* const* a,
 // The affine GEMM with its results rounded to the activations' 16-bit kind (IEEE half or
 // bfloat16, as NarrowFn rounds) and written at c, a destination of that kind (row stride ldc
 // elements), instead of as floats; it never accumulates. For a whole reduction in one call
-// (at most kMaxNarrowTaps taps): the float results never reach memory.
+// (at most kMaxNarrowTaps taps): the float results never reach memory. The tiles need not
+// be consecutive: pixel p = q * MR + m reads tap t at a[t] + q * tile_step + m * pixel_step
+// elements (tile_step MR * pixel_step for one run along a row; more for one tile per row of
+// a band), its result row still at c + p * ldc.
 constexpr int64_t kMaxNarrowTaps = 64;
 using GemmAffineNarrowFn = void (*)(int64_t tiles, int64_t taps, const void* const* a,
-                                    int64_t pixel_step, const float* const* b, int64_t depth,
-                                    void* c, int64_t ldc);
+                                    int64_t pixel_step, int64_t tile_step,
+                                    const float* const* b, int64_t depth, void* c, int64_t ldc);
 
 // Strided GEMM reduction (backprop filter), over float operands (packed, or in place in
 // `runs` runs of `len` pixels at a fixed distance from each other):

@@ -165,11 +165,12 @@ void DotAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
 // DotAffine rounding its results to bfloat16: all taps (at most kMaxNarrowTaps) in one tile call.
 template <int MR, int NV>
 void DotAffineNarrow(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_step,
-                     const float* const* b, int64_t depth, void* c, int64_t ldc) {
+                     int64_t tile_step, const float* const* b, int64_t depth, void* c,
+                     int64_t ldc) {
   static_assert(kMaxNarrowTaps <= kMaxAffineTaps, "one tile call");
   const void* ap[kMaxNarrowTaps];
   for (int64_t q = 0; q < tiles; ++q) {
-    for (int64_t t = 0; t < taps; ++t) ap[t] = static_cast<const uint16_t*>(a[t]) + q * MR * pixel_step;
+    for (int64_t t = 0; t < taps; ++t) ap[t] = static_cast<const uint16_t*>(a[t]) + q * tile_step;
     DotTile<MR, NV, true, true>(taps, ap, pixel_step, b, depth,
                                 static_cast<uint16_t*>(c) + q * MR * ldc, ldc, false);
   }
@@ -384,10 +385,14 @@ void RowGroups(int64_t first, int64_t rows, int64_t taps, const void* const* a, 
 }
 
 // The affine GEMM (Narrowed: rounded to bfloat16, as DotAffineNarrow) in blocks of 32
-// pixels, whatever MR: a pixel's sums do not depend on its block.
+// pixels, whatever MR: a pixel's sums do not depend on its block. Tile q of 16 pixels starts
+// tile_step elements after tile q - 1 (GemmAffineNarrowFn), so that a block's two tiles may
+// come from two rows.
 template <int MR, int NV, bool Narrowed>
 void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_step,
-               const float* const* b, int64_t depth, void* out, int64_t ldc, bool accumulate) {
+               int64_t tile_step, const float* const* b, int64_t depth, void* out, int64_t ldc,
+               bool accumulate) {
+  static_assert(MR == 16, "tiles of 16 pixels");
   constexpr int NB = NV * 16, CV = kAmxColumns<NV>, kBlock = 32;
   const TiledDepth tiled(depth);
   const int64_t whole = tiled.rows, pixels = tiles * MR;
@@ -406,7 +411,7 @@ void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
     float* const c = Narrowed ? staged : static_cast<float*>(out) + first * ldc;
     const int64_t c_ld = Narrowed ? NB : ldc;
     const auto pixel = [&](int64_t t, int pb) {
-      return static_cast<const uint16_t*>(a[t]) + (first + pb * 16) * pixel_step;
+      return static_cast<const uint16_t*>(a[t]) + (first / 16 + pb) * tile_step;
     };
     for (int64_t col = 0; col < NB && whole > 0; col += CV * 16) {
       if (n1 > 0) {
@@ -415,9 +420,18 @@ void AmxAffine(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_
         TileSums<CV, 1, NB>(taps, pixel, pixel_step * 2, b, col, whole, c, c_ld, accumulate);
       }
     }
-    if (depth > whole) {
+    if (depth > whole && tile_step == 16 * pixel_step) {
       RowGroups<NV, true>(first, n, taps, a, pixel_step, b, depth - whole, whole, c, c_ld,
                           accumulate || whole > 0);
+    } else if (depth > whole) {
+      // Tiles apart: the rows past the whole tiles one tile at a time (narrowed runs only).
+      const void* ap[kMaxNarrowTaps];
+      for (int pb = 0; pb * 16 < n; ++pb) {
+        for (int64_t t = 0; t < taps; ++t) ap[t] = pixel(t, pb);
+        RowGroups<NV, true>(0, std::min(16, n - pb * 16), taps, ap, pixel_step, b,
+                            depth - whole, whole, c + pb * 16 * c_ld, c_ld,
+                            accumulate || whole > 0);
+      }
     }
     if constexpr (Narrowed) {
       for (int r = 0; r < n; ++r) {
@@ -435,13 +449,15 @@ template <int MR, int NV>
 void AmxAffineFloat(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_step,
                     const float* const* b, int64_t depth, float* c, int64_t ldc,
                     bool accumulate) {
-  AmxAffine<MR, NV, false>(tiles, taps, a, pixel_step, b, depth, c, ldc, accumulate);
+  AmxAffine<MR, NV, false>(tiles, taps, a, pixel_step, MR * pixel_step, b, depth, c, ldc,
+                           accumulate);
 }
 
 template <int MR, int NV>
 void AmxAffineNarrow(int64_t tiles, int64_t taps, const void* const* a, int64_t pixel_step,
-                     const float* const* b, int64_t depth, void* c, int64_t ldc) {
-  AmxAffine<MR, NV, true>(tiles, taps, a, pixel_step, b, depth, c, ldc, false);
+                     int64_t tile_step, const float* const* b, int64_t depth, void* c,
+                     int64_t ldc) {
+  AmxAffine<MR, NV, true>(tiles, taps, a, pixel_step, tile_step, b, depth, c, ldc, false);
 }
 
 // The indirect GEMM: each tap's MR pixels are copied, 32 reduction rows at a time, into
