@@ -109,6 +109,18 @@ inline bool BandCopyFits(const BandPlan& p, int64_t channels) {
 template <int Channels, typename T>
 void PadPixelsOf(const T* in, int64_t n, int64_t channels, T* out) {
   const int64_t c = Channels > 0 ? Channels : channels;
+  if constexpr (Channels == 3 && sizeof(T) == 2) {
+    // Three 16-bit channels (an RGB image's): each pixel as one 64-bit word read from its
+    // first channel, the word's last element (the next pixel's first channel, read in place)
+    // cleared; the last pixel below, as it has no next one to read.
+    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "first element in the low bits");
+    for (; n > 1; --n, in += 3, out += 4) {
+      uint64_t word;
+      std::memcpy(&word, in, 8);
+      word &= 0xFFFFFFFFFFFFull;
+      std::memcpy(static_cast<void*>(out), &word, 8);
+    }
+  }
   for (int64_t i = 0; i < n; ++i, in += c, out += c + 1) {
 #pragma GCC unroll 16
     for (int64_t e = 0; e < c; ++e) out[e] = in[e];
