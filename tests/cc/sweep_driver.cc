@@ -1051,7 +1051,8 @@ int Main(int argc, char** argv) {
                                      path != Path::kFilterTilesAdded &&
                                      path != Path::kFilterTilesPhases)) &&
                             (narrowed || (path != Path::kIndirectNarrowed &&
-                                          path != Path::kBandedRowsNarrowed));
+                                          path != Path::kBandedRowsNarrowed &&
+                                          path != Path::kBandedNarrowedBand));
       std::printf("  path %-70s %llu%s\n", PathName(path), (unsigned long long)n,
                   expected ? "" : " (not in this instruction set's table)");
       if (n == 0 && expected) ++unreached, std::printf("UNREACHED path: %s\n", PathName(path));
