@@ -202,6 +202,8 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
   const int64_t taps = static_cast<int64_t>(tap_offset.size());
   if (merge_cols) depth *= filter_cols, chunk = depth;
   const int64_t row_tiles = plan.row_tiles, row_rest = plan.row_rest;
+  // Each computed row exactly one tile: a band's rows follow one another in dst.
+  const bool one_tile_rows = row_tiles == 1 && row_rest == 0;
   const bool whole_runs = plan.whole_runs;
   if (whole_runs) Note(Path::kBandedWholeRuns);
   if (row_tiles > 0) Note(Path::kBandedRowRuns);
@@ -270,8 +272,6 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
       if (in_place && row_tiles > 0) {
         Note(narrowed ? Path::kBandedRowsNarrowed : Path::kBandedRowsInPlace);
       }
-      // Each computed row exactly one tile: the band's rows follow one another in dst.
-      const bool one_tile_rows = row_tiles == 1 && row_rest == 0;
       if (narrowed && one_tile_rows) Note(Path::kBandedNarrowedBand);
       for (int64_t k = 0; k < chunks; ++k) {
         const int64_t k0 = k * chunk, len = std::min(chunk, depth - k0);

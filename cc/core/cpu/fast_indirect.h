@@ -190,6 +190,98 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
     // candidate row tap, and the source column of each candidate column tap (or -1).
     int64_t* const src_row = Scratch<int64_t, 9>(mr * dh.taps);
     int64_t* const src_col = Scratch<int64_t, 10>(mr * dw.taps);
+    // Fills the tables of the tiles of pixels p0 to p1 of class cls (src_pixel, tap_of,
+    // tap_count, run, dst_pixel).
+    const auto build_tables = [&](const Class& cls, int64_t p0, int64_t p1) {
+      const int64_t rows = cls.rows, cols = cls.cols;
+      const int64_t taps_h = static_cast<int64_t>(cls.taps_h.size());
+      const int64_t taps_w = static_cast<int64_t>(cls.taps_w.size());
+      // Position of pixel p0 in its class: image n, class row i, class column j.
+      int64_t n = p0 / (rows * cols), i = p0 / cols % rows, j = p0 % cols;
+      // Which source pixel each (tile, tap, pixel) reads; taps no pixel of a tile reads are
+      // dropped from that tile.
+      const int64_t tiles = CeilDiv(p1 - p0, mr);
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        const int64_t valid = std::min<int64_t>(mr, p1 - p0 - tile * mr);
+        int64_t* tile_src = src_pixel + tile * max_taps * mr;
+        int64_t* tile_taps = tap_of + tile * max_taps;
+        // A tile of whole pixels in one row that every candidate tap reads inside the source
+        // is affine: pixel m of tap t is pixel 0's source + m * mult columns.
+        bool interior = valid == mr && j + mr <= cols && taps_h > 0 && taps_w > 0;
+        for (int64_t a = 0; a < taps_h && interior; ++a) {
+          const int64_t r = cls.base_h[a] + i * dh.mult();
+          interior = r >= 0 && r < dh.src_size;
+        }
+        for (int64_t a = 0; a < taps_w && interior; ++a) {
+          const int64_t c0 = cls.base_w[a] + j * dw.mult(), c1 = c0 + (mr - 1) * dw.mult();
+          interior = c0 >= 0 && c1 < dw.src_size;
+        }
+        run[tile] = 0;
+        if (interior) {
+          // This tile and the next ones of the row that stay inside the source form a run.
+          int64_t last_j = cols - mr;  // the last tile start in the row
+          for (int64_t a = 0; a < taps_w; ++a) {
+            last_j = std::min(last_j, (dw.src_size - 1 - cls.base_w[a]) / dw.mult() - (mr - 1));
+          }
+          const int64_t length = std::min(1 + (last_j - j) / mr, (p1 - p0) / mr - tile);
+          int64_t count = 0;
+          for (int64_t ah = 0; ah < taps_h; ++ah) {
+            const int64_t row = n * dh.src_size + cls.base_h[ah] + i * dh.mult();
+            for (int64_t aw = 0; aw < taps_w; ++aw) {
+              tile_src[count * mr] = row * dw.src_size + cls.base_w[aw] + j * dw.mult();
+              tile_taps[count++] = cls.taps_h[ah] * filter_cols + cls.taps_w[aw];
+            }
+          }
+          tap_count[tile] = count;
+          run[tile] = length;
+          for (int64_t q = 1; q < length; ++q) run[tile + q] = 0, tap_count[tile + q] = -1;
+          const int64_t first = (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
+          for (int64_t m = 0; m < length * mr; ++m) dst_pixel[tile * mr + m] = first + m * dw.step();
+          if ((j += length * mr) == cols) {
+            j = 0;
+            if (++i == rows) i = 0, ++n;
+          }
+          tile += length - 1;
+          continue;
+        }
+        for (int64_t m = 0; m < mr; ++m) {
+          if (m >= valid) {
+            dst_pixel[tile * mr + m] = -1;
+            for (int64_t a = 0; a < taps_h; ++a) src_row[m * dh.taps + a] = -1;
+            continue;
+          }
+          dst_pixel[tile * mr + m] =
+              (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
+          for (int64_t a = 0; a < taps_h; ++a) {
+            const int64_t r = cls.base_h[a] + i * dh.mult();
+            src_row[m * dh.taps + a] = r >= 0 && r < dh.src_size ? n * dh.src_size + r : -1;
+          }
+          for (int64_t a = 0; a < taps_w; ++a) {
+            const int64_t c = cls.base_w[a] + j * dw.mult();
+            src_col[m * dw.taps + a] = c >= 0 && c < dw.src_size ? c : -1;
+          }
+          if (++j == cols) {
+            j = 0;
+            if (++i == rows) i = 0, ++n;
+          }
+        }
+        int64_t count = 0;
+        for (int64_t ah = 0; ah < taps_h; ++ah) {
+          for (int64_t aw = 0; aw < taps_w; ++aw) {
+            bool any = false;
+            int64_t* s = tile_src + count * mr;
+            for (int64_t m = 0; m < mr; ++m) {
+              const int64_t r = src_row[m * dh.taps + ah];
+              const int64_t c = m < valid ? src_col[m * dw.taps + aw] : -1;
+              s[m] = r >= 0 && c >= 0 ? r * dw.src_size + c : -1;
+              any |= s[m] >= 0;
+            }
+            if (any) tile_taps[count++] = cls.taps_h[ah] * filter_cols + cls.taps_w[aw];
+          }
+        }
+        tap_count[tile] = count;
+      }
+    };
     int64_t built = -1;  // the block whose tables src_pixel to dst_pixel hold
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t block = unit / column_blocks, cb = unit % column_blocks;
@@ -197,100 +289,14 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
                                             [](int64_t b, const Class& c) { return b < c.first_block; }) - 1);
       const int64_t p0 = (block - cls.first_block) * block_pixels;
       const int64_t p1 = std::min(cls.pixels, p0 + block_pixels);
-      const int64_t rows = cls.rows, cols = cls.cols;
-      const int64_t taps_h = static_cast<int64_t>(cls.taps_h.size());
-      const int64_t taps_w = static_cast<int64_t>(cls.taps_w.size());
       const ColumnBlock col = column(cb);
-      // Position of pixel p0 in its class: image n, class row i, class column j.
-      int64_t n = p0 / (rows * cols), i = p0 / cols % rows, j = p0 % cols;
-      // Which source pixel each (tile, tap, pixel) reads; taps no pixel of a tile reads are
-      // dropped from that tile.
       const int64_t tiles = CeilDiv(p1 - p0, mr);
       // The tables depend on the block alone: a thread's next unit of the same block (the
       // next column block) reuses them.
       if (block != built) {
-        for (int64_t tile = 0; tile < tiles; ++tile) {
-          const int64_t valid = std::min<int64_t>(mr, p1 - p0 - tile * mr);
-          int64_t* tile_src = src_pixel + tile * max_taps * mr;
-          int64_t* tile_taps = tap_of + tile * max_taps;
-          // A tile of whole pixels in one row that every candidate tap reads inside the source
-          // is affine: pixel m of tap t is pixel 0's source + m * mult columns.
-          bool interior = valid == mr && j + mr <= cols && taps_h > 0 && taps_w > 0;
-          for (int64_t a = 0; a < taps_h && interior; ++a) {
-            const int64_t r = cls.base_h[a] + i * dh.mult();
-            interior = r >= 0 && r < dh.src_size;
-          }
-          for (int64_t a = 0; a < taps_w && interior; ++a) {
-            const int64_t c0 = cls.base_w[a] + j * dw.mult(), c1 = c0 + (mr - 1) * dw.mult();
-            interior = c0 >= 0 && c1 < dw.src_size;
-          }
-          run[tile] = 0;
-          if (interior) {
-            // This tile and the next ones of the row that stay inside the source form a run.
-            int64_t last_j = cols - mr;  // the last tile start in the row
-            for (int64_t a = 0; a < taps_w; ++a) {
-              last_j = std::min(last_j, (dw.src_size - 1 - cls.base_w[a]) / dw.mult() - (mr - 1));
-            }
-            const int64_t length = std::min(1 + (last_j - j) / mr, (p1 - p0) / mr - tile);
-            int64_t count = 0;
-            for (int64_t ah = 0; ah < taps_h; ++ah) {
-              const int64_t row = n * dh.src_size + cls.base_h[ah] + i * dh.mult();
-              for (int64_t aw = 0; aw < taps_w; ++aw) {
-                tile_src[count * mr] = row * dw.src_size + cls.base_w[aw] + j * dw.mult();
-                tile_taps[count++] = cls.taps_h[ah] * filter_cols + cls.taps_w[aw];
-              }
-            }
-            tap_count[tile] = count;
-            run[tile] = length;
-            for (int64_t q = 1; q < length; ++q) run[tile + q] = 0, tap_count[tile + q] = -1;
-            const int64_t first = (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
-            for (int64_t m = 0; m < length * mr; ++m) dst_pixel[tile * mr + m] = first + m * dw.step();
-            if ((j += length * mr) == cols) {
-              j = 0;
-              if (++i == rows) i = 0, ++n;
-            }
-            tile += length - 1;
-            continue;
-          }
-          for (int64_t m = 0; m < mr; ++m) {
-            if (m >= valid) {
-              dst_pixel[tile * mr + m] = -1;
-              for (int64_t a = 0; a < taps_h; ++a) src_row[m * dh.taps + a] = -1;
-              continue;
-            }
-            dst_pixel[tile * mr + m] =
-                (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
-            for (int64_t a = 0; a < taps_h; ++a) {
-              const int64_t r = cls.base_h[a] + i * dh.mult();
-              src_row[m * dh.taps + a] = r >= 0 && r < dh.src_size ? n * dh.src_size + r : -1;
-            }
-            for (int64_t a = 0; a < taps_w; ++a) {
-              const int64_t c = cls.base_w[a] + j * dw.mult();
-              src_col[m * dw.taps + a] = c >= 0 && c < dw.src_size ? c : -1;
-            }
-            if (++j == cols) {
-              j = 0;
-              if (++i == rows) i = 0, ++n;
-            }
-          }
-          int64_t count = 0;
-          for (int64_t ah = 0; ah < taps_h; ++ah) {
-            for (int64_t aw = 0; aw < taps_w; ++aw) {
-              bool any = false;
-              int64_t* s = tile_src + count * mr;
-              for (int64_t m = 0; m < mr; ++m) {
-                const int64_t r = src_row[m * dh.taps + ah];
-                const int64_t c = m < valid ? src_col[m * dw.taps + aw] : -1;
-                s[m] = r >= 0 && c >= 0 ? r * dw.src_size + c : -1;
-                any |= s[m] >= 0;
-              }
-              if (any) tile_taps[count++] = cls.taps_h[ah] * filter_cols + cls.taps_w[aw];
-            }
-          }
-          tap_count[tile] = count;
-        }
+        build_tables(cls, p0, p1);
+        built = block;
       }
-      built = block;
       // Reduction chunks outermost, so that one chunk of the packed filter serves every tile.
       const int64_t chunks = CeilDiv(depth, chunk);
       if (chunks > 1) Note(Path::kIndirectChunks);
