@@ -35,16 +35,21 @@ constexpr int64_t kFilterMaxDirectProduct = 512;
 constexpr int64_t kBlockFloats = 128 * 1024;
 // A unit's share of the transformed filter past this size (1 MiB) does not stay in a core's
 // cache: the unit reads it whole from memory, once for its block of tiles. Blocks then hold at
-// least kStreamedTiles tiles (while that is at most kMaxBlockFloats of transformed source, 2
+// least kStreamedTiles tiles (while that is at most kMaxBlockFloats of transformed source, 4
 // MiB), and the GEMMs fetch the filter ahead (GemmKernel::affine_ahead). Where that leaves
-// fewer units than kMinUnits, each block's column blocks are split between two units, both
-// transforming the block's source. Forward, 3x3 256 -> 256 over 16x14x14 images (interleaved
-// in one process): blocks of 12 tiles 8.8 ms, of 48 tiles 7.6, fetching ahead too 6.9, in
-// column halves 6.9 (backprop input alike); 128 -> 128 over 16x28x28: 5.5 -> 4.8 ms, in
-// column halves (one column block each) 5.4, which is why halves are kept for too few units.
+// fewer units than kStreamedMinUnits, each block's column blocks are split between two units,
+// both transforming the block's source. Forward, 3x3 256 -> 256 over 16x14x14 images
+// (interleaved in one process): blocks of 12 tiles 8.8 ms, of 48 tiles 7.6, fetching ahead
+// too 6.9, in column halves 6.9 (backprop input alike). Blocks of 66 tiles in halves (8
+// units): 6.1 -> 5.6 ms, backprop input 6.2 -> 5.7, and 8x28x28 images 9.1 -> 8.4 (means of
+// 40 calls through the core, 2 threads), although the block's transformed source (2.4 MiB)
+// no longer fits a core's L2: each block reads the filter once, and fewer blocks read it fewer
+// times. On 128 -> 128 over 16x28x28, halves cost more than they gain (each transforms the
+// source again: 4.3 -> 4.5 ms at 12 blocks), which is why they are kept for few units.
 constexpr int64_t kStreamedFilterFloats = int64_t{256} << 10;
-constexpr int64_t kStreamedTiles = 48;
-constexpr int64_t kMaxBlockFloats = int64_t{512} << 10;
+constexpr int64_t kStreamedTiles = 64;
+constexpr int64_t kMaxBlockFloats = int64_t{1} << 20;
+constexpr int64_t kStreamedMinUnits = 8;
 // Tiles a block of every group's channels holds at least for a unit to transform them all.
 constexpr int64_t kAllGroupsMinTiles = 24;
 // The 36 planes of transformed data (one per point of the 6 x 6 tile) lie their size plus
@@ -188,7 +193,7 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   }
   const int64_t tile_blocks = CeilDiv(tiles, tb);
   // Units per block: 2 (each with half the column blocks) where blocks are too few.
-  const int64_t parts = streamed && blocks > 1 && ug * tile_blocks < kMinUnits ? 2 : 1;
+  const int64_t parts = streamed && blocks > 1 && ug * tile_blocks < kStreamedMinUnits ? 2 : 1;
   if (parts > 1) Note(Path::kWinogradColumnHalves);
   const GemmAffineFn gemm = streamed ? gk.affine_ahead : gk.affine[kElemF32];
   const WinogradInputFn input_fn = wk.input[kind];
