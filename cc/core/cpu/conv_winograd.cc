@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <type_traits>
 
 #include "cc/core/cpu/conv_fast.h"
@@ -37,7 +38,7 @@ constexpr int64_t kBlockFloats = 128 * 1024;
 // cache: the unit reads it whole from memory, once for its block of tiles. Blocks then hold at
 // least kStreamedTiles tiles (while that is at most kMaxBlockFloats of transformed source, 4
 // MiB), and the GEMMs fetch the filter ahead (GemmKernel::affine_ahead). Where that leaves
-// fewer units than kStreamedMinUnits, each block's column blocks are split between two units,
+// fewer units than StreamedUnits(), each block's column blocks are split between two units,
 // both transforming the block's source. Forward, 3x3 256 -> 256 over 16x14x14 images
 // (interleaved in one process): blocks of 12 tiles 8.8 ms, of 48 tiles 7.6, fetching ahead
 // too 6.9, in column halves 6.9 (backprop input alike). Blocks of 66 tiles in halves (8
@@ -49,7 +50,17 @@ constexpr int64_t kBlockFloats = 128 * 1024;
 constexpr int64_t kStreamedFilterFloats = int64_t{256} << 10;
 constexpr int64_t kStreamedTiles = 64;
 constexpr int64_t kMaxBlockFloats = int64_t{1} << 20;
-constexpr int64_t kStreamedMinUnits = 8;
+
+// Units a streamed pass aims for: 8, which on 2 threads is faster than more, smaller blocks
+// (above), or one per hardware thread up to kMinUnits, so that larger machines keep every
+// thread busy. Unlike the passes that split a reduction, the blocks of tiles change no sum
+// (each tile's GEMM rows reduce over all channels in one call, whatever the block), so their
+// size may follow the machine without the results doing so.
+int64_t StreamedUnits() {
+  static const int64_t units =
+      std::clamp<int64_t>(std::thread::hardware_concurrency(), 8, kMinUnits);
+  return units;
+}
 // Tiles a block of every group's channels holds at least for a unit to transform them all.
 constexpr int64_t kAllGroupsMinTiles = 24;
 // The 36 planes of transformed data (one per point of the 6 x 6 tile) lie their size plus
@@ -188,12 +199,14 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   if (streamed) {
     Note(Path::kWinogradStreamedFilter);
     const int64_t longest = round(kMaxBlockFloats / (kPoints * Ct));
-    tb = std::max(tb, std::min(CeilDiv(kStreamedTiles, mr) * mr, longest));
+    // Tiles a block holds for StreamedUnits() units, counting column halves.
+    const int64_t spread = CeilDiv(CeilDiv(tiles * ug * (blocks > 1 ? 2 : 1), StreamedUnits()), mr) * mr;
+    tb = std::max(tb, std::min({CeilDiv(kStreamedTiles, mr) * mr, longest, spread}));
     tb = std::min(tb, CeilDiv(tiles, mr) * mr);
   }
   const int64_t tile_blocks = CeilDiv(tiles, tb);
   // Units per block: 2 (each with half the column blocks) where blocks are too few.
-  const int64_t parts = streamed && blocks > 1 && ug * tile_blocks < kStreamedMinUnits ? 2 : 1;
+  const int64_t parts = streamed && blocks > 1 && ug * tile_blocks < StreamedUnits() ? 2 : 1;
   if (parts > 1) Note(Path::kWinogradColumnHalves);
   const GemmAffineFn gemm = streamed ? gk.affine_ahead : gk.affine[kElemF32];
   const WinogradInputFn input_fn = wk.input[kind];
