@@ -9,6 +9,7 @@ scalar blocks, with and without the row kernels. Every instruction set's micro-k
 checked too."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -262,3 +263,22 @@ class NarrowingTest(tf.test.TestCase):
 
 if __name__ == "__main__":
     tf.test.main()
+
+
+class PullChunksTest(tf.test.TestCase):
+    """The ParallelFor that the fast kernels run on in TensorFlow (cc/core/cpu/pull_chunks.h),
+    on a pool of the driver's own: every unit exactly once, no more threads at work than the
+    pool has, the caller idle while the pool's threads work, and passes started from inside
+    the pool finishing (under the sanitizer job, with ASan watching the jobs that start after
+    their pass returned)."""
+
+    def test_pull_chunks(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            driver = core_build.build(tmp, "pull_chunks_driver",
+                                      [("tests/cc/pull_chunks_driver.cc", [])])
+            code, out = core_build.run(driver, timeout=300)
+        self.assertEqual(code, 0, out)
+        summary = re.search(r"pull_chunks: (\d+) checks, (\d+) failed", out)
+        self.assertIsNotNone(summary, out)
+        self.assertGreaterEqual(int(summary.group(1)), 400, out)
+        self.assertEqual(int(summary.group(2)), 0, out)

@@ -3,7 +3,6 @@
 // thread pool, or, in a build with CUDA (TF_OPS_WITH_CUDA), the op's CUDA stream. The arithmetic
 // lives in cc/core.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -14,12 +13,12 @@
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
 #include "cc/core/cpu/conv_fast.h"
+#include "cc/core/cpu/pull_chunks.h"
 #include "cc/kernels/conv_plan.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
-#include "tensorflow/core/public/version.h"
 
 #if TF_OPS_WITH_CUDA
 #include <cstdio>
@@ -39,40 +38,6 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
-
-// Adaptive sharding of `cost`-cycle units over the op's thread pool. TensorFlow 2.20 added
-// SchedulingParams::Adaptive and deprecated the constructor, the only way before it.
-tsl::thread::ThreadPool::SchedulingParams AdaptiveScheduling(int64_t cost) {
-  using Params = tsl::thread::ThreadPool::SchedulingParams;
-#if TF_MAJOR_VERSION == 2 && TF_MINOR_VERSION < 20
-  return Params(tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive, cost, {});
-#else
-  return Params::Adaptive(cost);
-#endif
-}
-
-// Runs fn over [0, units) in chunks that the pool's threads take from a shared counter as
-// they finish the last, each chunk a share of what is left (large chunks first, for locality;
-// small ones last, for balance); the pool decides from the cost how many threads take part.
-// The pool's own sharding hands each thread fixed ranges up front, and where units cost
-// unequal amounts (a pass's edge tiles skip taps; classes differ in taps) one thread then
-// sits idle at the end. Every pass's results are fixed by its units alone, whoever runs them
-// and however they are split into ranges (the kernel sweep checks every path for that).
-void PullChunks(tsl::thread::ThreadPool* pool, int64_t units, int64_t cost,
-                const std::function<void(int64_t, int64_t)>& fn) {
-  const int64_t share = 2 * pool->NumThreads();
-  std::atomic<int64_t> next{0};
-  pool->ParallelFor(units, AdaptiveScheduling(cost), [&](int64_t, int64_t) {
-    int64_t begin = next.load(std::memory_order_relaxed), end;
-    while (begin < units) {
-      end = begin + std::max<int64_t>(1, (units - begin) / share);
-      if (next.compare_exchange_weak(begin, end, std::memory_order_relaxed)) {
-        fn(begin, end);
-        begin = next.load(std::memory_order_relaxed);
-      }
-    }
-  });
-}
 
 // OP_REQUIRES_OK for a function that returns whether it succeeded.
 #define TF_OPS_REQUIRES_OK(ctx, expr)          \
@@ -136,7 +101,7 @@ class ConvOp : public OpKernel {
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     const cpu::ParallelFor parallel_for =
         [pool](int64_t units, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
-          PullChunks(pool, units, cost, fn);
+          cpu::PullChunks(*pool, units, cost, fn);
         };
     T* o = p.out->flat<T>().data();
     switch (spec_.direction) {
