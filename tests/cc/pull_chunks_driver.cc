@@ -70,7 +70,7 @@ class Pool {
   bool quit_ = false;
 };
 
-int checks = 0, failed = 0;
+std::atomic<int> checks{0}, failed{0};  // Check runs on pool threads too
 
 void Check(bool ok, const char* what, int threads, int64_t units, int64_t cost) {
   ++checks;
@@ -153,11 +153,11 @@ int main() {
                                    [&] { return finished.load() == threads; });
     Check(done, "passes started by every pool thread at once finish", threads, 500, 10000000);
     if (!done) {
-      std::printf("pull_chunks: %d checks, %d failed\n", checks, failed);
+      std::printf("pull_chunks: %d checks, %d failed\n", checks.load(), failed.load());
       std::fflush(stdout);
       std::_Exit(1);
     }
   }
-  std::printf("pull_chunks: %d checks, %d failed\n", checks, failed);
-  return failed == 0 ? 0 : 1;
+  std::printf("pull_chunks: %d checks, %d failed\n", checks.load(), failed.load());
+  return failed.load() == 0 ? 0 : 1;
 }

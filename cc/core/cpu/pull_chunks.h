@@ -5,44 +5,74 @@
 #ifndef TF_OPS_CC_CORE_CPU_PULL_CHUNKS_H_
 #define TF_OPS_CC_CORE_CPU_PULL_CHUNKS_H_
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <memory>
-#include <mutex>
 
 namespace tf_ops {
 namespace cpu {
 
 namespace pull_chunks_internal {
 
-// The counter a pass's jobs take chunks from, shared with jobs that may start after the pass
-// returned.
-struct ChunkState {
-  std::atomic<int64_t> next{0}, done{0};
-  int64_t units = 0, share = 1;
-  const std::function<void(int64_t, int64_t)>* fn = nullptr;
-  std::mutex mu;
-  std::condition_variable finished;
+// The counter a pass's jobs take chunks from. It lives on the heap, held by the caller and by
+// each job it scheduled (refs), so that a job that starts after the pass returned still finds
+// it. The wait is on POSIX threads rather than std::condition_variable: libstdc++ 12 and newer
+// export condition_variable::wait only under GLIBCXX_3.4.30, and std::shared_ptr reads
+// glibc 2.32's __libc_single_threaded, either of which would raise the wheel's manylinux tag
+// past TensorFlow's (see cc/compat/libstdcxx_compat.cc).
+class ChunkState {
+ public:
+  ChunkState(int64_t units, int64_t share, int refs,
+             const std::function<void(int64_t, int64_t)>* fn)
+      : units_(units), share_(share), fn_(fn), refs_(refs) {
+    pthread_mutex_init(&mu_, nullptr);
+    pthread_cond_init(&finished_, nullptr);
+  }
+  ~ChunkState() {
+    pthread_cond_destroy(&finished_);
+    pthread_mutex_destroy(&mu_);
+  }
 
   // Takes chunks until none is left. fn is read only while a chunk is held, so a job that
   // finds the counter spent never touches it.
   void Pull() {
-    int64_t begin = next.load();
-    while (begin < units) {
-      const int64_t end = begin + std::max<int64_t>(1, (units - begin) / share);
-      if (next.compare_exchange_weak(begin, end)) {
-        (*fn)(begin, end);
-        if (done.fetch_add(end - begin) + (end - begin) == units) {
-          std::lock_guard<std::mutex> lock(mu);
-          finished.notify_all();
+    int64_t begin = next_.load();
+    while (begin < units_) {
+      const int64_t end = begin + std::max<int64_t>(1, (units_ - begin) / share_);
+      if (next_.compare_exchange_weak(begin, end)) {
+        (*fn_)(begin, end);
+        if (done_.fetch_add(end - begin) + (end - begin) == units_) {
+          pthread_mutex_lock(&mu_);
+          pthread_cond_broadcast(&finished_);
+          pthread_mutex_unlock(&mu_);
         }
-        begin = next.load();
+        begin = next_.load();
       }
     }
   }
+
+  // Returns once every unit is done.
+  void Wait() {
+    pthread_mutex_lock(&mu_);
+    while (done_.load() != units_) pthread_cond_wait(&finished_, &mu_);
+    pthread_mutex_unlock(&mu_);
+  }
+
+  // Drops one holder's reference; the last one frees the state.
+  void Release() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+
+ private:
+  const int64_t units_, share_;
+  const std::function<void(int64_t, int64_t)>* const fn_;
+  std::atomic<int64_t> next_{0}, done_{0};
+  std::atomic<int> refs_;
+  pthread_mutex_t mu_;
+  pthread_cond_t finished_;
 };
 
 }  // namespace pull_chunks_internal
@@ -79,17 +109,19 @@ void PullChunks(Pool& pool, int64_t units, int64_t cost,
   if (units <= 0) return;
   const int64_t jobs = PullChunksJobs(pool.NumThreads(), units, cost);
   if (jobs <= 1) return fn(0, units);
-  auto state = std::make_shared<pull_chunks_internal::ChunkState>();
-  state->units = units;
-  state->share = 2 * jobs;
-  state->fn = &fn;
   const bool caller_takes_part = pool.CurrentThreadId() >= 0;
-  for (int64_t j = caller_takes_part ? 1 : 0; j < jobs; ++j) {
-    pool.Schedule([state] { state->Pull(); });
+  const int64_t scheduled = caller_takes_part ? jobs - 1 : jobs;
+  auto* state = new pull_chunks_internal::ChunkState(units, 2 * jobs,
+                                                     static_cast<int>(scheduled) + 1, &fn);
+  for (int64_t j = 0; j < scheduled; ++j) {
+    pool.Schedule([state] {
+      state->Pull();
+      state->Release();
+    });
   }
   if (caller_takes_part) state->Pull();
-  std::unique_lock<std::mutex> lock(state->mu);
-  state->finished.wait(lock, [&] { return state->done.load() == units; });
+  state->Wait();
+  state->Release();
 }
 
 }  // namespace cpu
