@@ -123,9 +123,9 @@ void CheckPass(Pool& pool, int64_t units, int64_t cost) {
 }  // namespace
 
 int main() {
-  // The pass outlives nothing: each PullChunks returns only after its last unit, so a late
-  // job that finds the counter spent must not touch the pass's state (ASan checks that
-  // under the sanitizer job).
+  // Each PullChunks returns once its last unit is done; a job that starts later finds the
+  // counter spent and must not touch the pass's stack (ASan, under the sanitizer job, and
+  // ThreadSanitizer check that).
   for (int threads : {1, 2, 3, 4}) {
     Pool pool(threads);
     for (int64_t units : {0, 1, 2, 3, 7, 64, 1000}) {
@@ -143,8 +143,10 @@ int main() {
     for (int i = 0; i < threads; ++i) {
       pool.Schedule([&] {
         CheckPass(pool, 500, 10000000);
-        finished.fetch_add(1);
+        // Counted under the lock, so that main, which sees the count only under it, cannot
+        // leave this iteration (and destroy mu and all) while a thread still reaches them.
         std::lock_guard<std::mutex> lock(mu);
+        finished.fetch_add(1);
         all.notify_all();
       });
     }
