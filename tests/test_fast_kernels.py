@@ -261,10 +261,6 @@ class NarrowingTest(tf.test.TestCase):
                               f"0x{bits[i]:08x} -> 0x{got[i, j]:04x}, Eigen 0x{expected[i]:04x}")
 
 
-if __name__ == "__main__":
-    tf.test.main()
-
-
 class PullChunksTest(tf.test.TestCase):
     """The ParallelFor that the fast kernels run on in TensorFlow (cc/core/cpu/pull_chunks.h),
     on a pool of the driver's own: every unit exactly once, no more threads at work than the
@@ -300,3 +296,7 @@ class PullChunksTest(tf.test.TestCase):
                                        timeout=300)
         self.assertNotIn("ThreadSanitizer", out)
         self._assert_all_ok(code, out)
+
+
+if __name__ == "__main__":
+    tf.test.main()
