@@ -91,6 +91,7 @@ namespace cpu {
   X(kFilterTilesChannelChunks, "backprop filter/AMX tiles, output-channel chunks")            \
   X(kFilterTilesSlices, "backprop filter/AMX tiles, several slices")                          \
   X(kFilterTilesPieces, "backprop filter/AMX tiles, several pieces in a slice")               \
+  X(kFilterTilesMerged, "backprop filter/AMX tiles, filter columns merged into the pixels")   \
   X(kFilterTilesAdded, "backprop filter/AMX tiles added to an earlier chunk's sums")          \
   X(kFilterTilesPhases, "backprop filter/AMX tiles, input phases of a stride")                \
   X(kFilterWinograd, "backprop filter/Winograd F(4x4, 3x3)")                                  \

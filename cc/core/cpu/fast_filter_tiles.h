@@ -13,7 +13,9 @@
 // input in pairs of consecutive pixels (twice: pairs from even pixels and from odd ones), a
 // tap's sums are tiles of the transposed rows times tiles of its phase's pairs at its shift:
 // no copy per tap, every tile load 64-byte aligned, and pixels of the grid that no output
-// reads add zeros. At stride 1 there is one phase.
+// reads add zeros. At stride 1 there is one phase. With few input channels the filter columns
+// merge into the pixels' slots instead (FilterTilesMergeColumns), and the shifts are the
+// filter rows'.
 #ifndef TF_OPS_CC_CORE_CPU_FAST_FILTER_TILES_H_
 #define TF_OPS_CC_CORE_CPU_FAST_FILTER_TILES_H_
 
@@ -52,26 +54,44 @@ inline constexpr int64_t kTilesSlicePairs = 256;
 struct TilesPlan {
   int64_t grid_rows = 0, grid_cols = 0, steps = 0;  // steps: 16 pair rows each, all images
   int64_t slices = 1, k_chunk = 0, k_chunks = 1, units = 0;
+  // Merged filter columns (FilterTilesMergeColumns): a pixel's slots hold the input channels
+  // of every filter column, and the taps are the filter rows.
+  bool merged = false;
   int64_t rows16 = 0;    // a group's input channels (the tiles' columns), whole tiles of 16
   int64_t channels = 0;  // pair slots per input pair row: every group's, whole tiles of 16
 };
 
-// Input and output channels per group from which the filter gradient runs on AMX tiles: a
-// tile of 16 rows holds a group's channels with little padding.
+// Output channels per group from which the filter gradient runs on AMX tiles: a tile of 16
+// rows holds a group's channels with little padding.
 inline constexpr int64_t kTilesMinChannels = 16;
+// Most slots of a pixel with merged filter columns (four column tiles).
+inline constexpr int64_t kTilesMergedSlots = 64;
 
 inline bool FilterTilesApply(const ConvGeometry& g) {
-  return g.filter_in_depth >= kTilesMinChannels && g.out_depth_per_group() >= kTilesMinChannels;
+  return g.out_depth_per_group() >= kTilesMinChannels;
+}
+
+// With fewer input channels than a tile's 16 columns (one group), a pixel's pair slots take
+// the channels of every filter column (slot kw * C + c), the tiles' columns fill up, and the
+// taps' sums come from one GEMM per filter row, over copies of the input without the
+// columns' phases and shifts (the grid is out_cols wide). Through TensorFlow, bfloat16 on two
+// threads, widened to float -> tiles of 3 channels -> merged columns: the 7x7 stride-2 stem
+// (3 -> 64 channels over 8x224x224) 8.6-10.6 -> 7.3 -> 4.1-4.3 ms, a 3x3 layer (3 -> 16 over
+// 8x112x112) 1.8 -> 1.9 -> 1.25 ms.
+inline bool FilterTilesMergeColumns(const ConvGeometry& g) {
+  return g.groups == 1 && g.filter_cols > 1 && g.filter_in_depth < kTilesMinChannels &&
+         g.filter_cols * g.filter_in_depth <= kTilesMergedSlots;
 }
 
 inline TilesPlan PlanFilterTiles(const ConvGeometry& g) {
   TilesPlan p;
   const int64_t FI = g.filter_in_depth, Kg = g.out_depth_per_group();
+  p.merged = FilterTilesMergeColumns(g);
   p.grid_rows = g.out_rows + (g.filter_rows - 1) * g.dilation_rows / g.stride_rows;
-  p.grid_cols = g.out_cols + (g.filter_cols - 1) * g.dilation_cols / g.stride_cols;
+  p.grid_cols = g.out_cols + (p.merged ? 0 : (g.filter_cols - 1) * g.dilation_cols / g.stride_cols);
   const int64_t pixels = g.batch * p.grid_rows * p.grid_cols;
   p.steps = CeilDiv(CeilDiv(pixels, 2), 16);
-  p.rows16 = CeilDiv(FI, 16) * 16;
+  p.rows16 = CeilDiv((p.merged ? g.filter_cols : 1) * FI, 16) * 16;
   p.channels = CeilDiv((g.groups - 1) * FI + p.rows16, 16) * 16;
   // Slices: enough units for the threads, each slice's float sums within kFilterAccBytes
   // together, and each slice long enough to pay for the taps' reach past its pieces.
@@ -106,18 +126,22 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
     if (g.groups > 1) Note(Path::kFilterTilesGroups);
     if (plan.k_chunks > 1) Note(Path::kFilterTilesChannelChunks);
     if (plan.slices > 1) Note(Path::kFilterTilesSlices);
+    if (plan.merged) Note(Path::kFilterTilesMerged);
     NoteKernel(shifted), NoteKernel(transpose32), NoteKernel(pack_pairs);
     const int64_t KW = g.filter_cols, taps = g.filter_rows * KW;
+    // The GEMMs of shifted input: one per tap, or with merged columns one per filter row.
+    const int64_t shifts = plan.merged ? g.filter_rows : taps;
     const int64_t FI = g.filter_in_depth, K = g.out_depth, Kg = g.out_depth_per_group();
     const int64_t C = g.in_depth, Wg = plan.grid_cols, image = plan.grid_rows * Wg;
     const int64_t total = g.batch * image, filter_size = taps * FI * K;
-    // Tap t reads input phase phase_of[t] (of `phases`, each a (row, column) phase) at grid
+    // Shift t reads input phase phase_of[t] (of `phases`, each a (row, column) phase) at grid
     // shift offsets[t].
-    std::vector<int64_t> offsets(taps), phase_of(taps);
+    std::vector<int64_t> offsets(shifts), phase_of(shifts);
     std::vector<std::pair<int64_t, int64_t>> phases;
     bool odd = false;
-    for (int64_t t = 0; t < taps; ++t) {
-      const int64_t rows = t / KW * g.dilation_rows, cols = t % KW * g.dilation_cols;
+    for (int64_t t = 0; t < shifts; ++t) {
+      const int64_t rows = (plan.merged ? t : t / KW) * g.dilation_rows;
+      const int64_t cols = plan.merged ? 0 : t % KW * g.dilation_cols;
       const std::pair<int64_t, int64_t> phase(rows % g.stride_rows, cols % g.stride_cols);
       const auto found = std::find(phases.begin(), phases.end(), phase);
       phase_of[t] = found - phases.begin();
@@ -132,32 +156,65 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
     const int64_t row_bytes = copies * plan.channels * static_cast<int64_t>(sizeof(uint32_t));
     const int64_t piece = std::clamp<int64_t>((kTilesPieceBytes / row_bytes - reach) / 16 * 16, 16,
                                               kTilesPiecePairs);
-    // Calls fn(k, n, i, j) for grid pixels q0 + k, k < count: image n (batch or past it), row
-    // i, column j.
+    // Calls fn(k, len, n, i, j) for the runs of grid pixels q0 + k to q0 + k + len - 1, k <
+    // count, that lie in one grid row: image n (batch or past it), row i, columns j to j + len
+    // - 1.
     const auto walk = [&](int64_t q0, int64_t count, const auto& fn) {
       int64_t n = q0 / image, i = q0 % image / Wg, j = q0 % Wg;
-      for (int64_t k = 0; k < count; ++k) {
-        fn(k, n, i, j);
-        if (++j == Wg) {
-          j = 0;
-          if (++i == plan.grid_rows) i = 0, ++n;
-        }
+      for (int64_t k = 0; k < count;) {
+        const int64_t len = std::min(count - k, Wg - j);
+        fn(k, len, n, i, j);
+        k += len, j = 0;
+        if (++i == plan.grid_rows) i = 0, ++n;
       }
     };
-    // The input's channels at grid pixel (n, i, j) of a phase, or null where the phase's pixel
-    // lies in the padding or past the batch.
-    const auto x_pixel = [&](int64_t n, int64_t i, int64_t j, std::pair<int64_t, int64_t> phase) {
-      const int64_t row = i * g.stride_rows + phase.first - g.pad_top;
-      const int64_t col = j * g.stride_cols + phase.second - g.pad_left;
-      const bool inside = n < g.batch && row >= 0 && row < g.in_rows && col >= 0 && col < g.in_cols;
-      return inside ? reinterpret_cast<const uint16_t*>(x + ((n * g.in_rows + row) * g.in_cols + col) * C)
-                    : nullptr;
+    // Pixels (pointers to their values, null for zeros) of grid pixels (n, i, j + m), m < len,
+    // of dy (channels [first, ...), null past its rows and columns) and of x's phase (a row
+    // phase and a column phase; null in the padding or past the batch).
+    const auto dy_pixels = [&](int64_t len, int64_t n, int64_t i, int64_t j, int64_t first,
+                               const uint16_t** out) {
+      const int64_t inside = n < g.batch && i < g.out_rows ? std::clamp<int64_t>(g.out_cols - j, 0, len) : 0;
+      for (int64_t m = 0; m < inside; ++m) {
+        out[m] = reinterpret_cast<const uint16_t*>(dy) + ((n * g.out_rows + i) * g.out_cols + j + m) * K + first;
+      }
+      std::fill(out + inside, out + len, nullptr);
     };
-    // The output gradient's channels [first, ...) at grid pixel (n, i, j), or null past it.
-    const auto dy_pixel = [&](int64_t n, int64_t i, int64_t j, int64_t first) {
-      const bool inside = n < g.batch && i < g.out_rows && j < g.out_cols;
-      return inside ? reinterpret_cast<const uint16_t*>(dy + ((n * g.out_rows + i) * g.out_cols + j) * K + first)
-                    : nullptr;
+    // The input row of grid row i (n: its image) of row phase `phase`, or null.
+    const auto x_line = [&](int64_t n, int64_t i, int64_t phase) {
+      const int64_t row = i * g.stride_rows + phase - g.pad_top;
+      const bool inside = n < g.batch && row >= 0 && row < g.in_rows;
+      return inside ? reinterpret_cast<const uint16_t*>(x) + (n * g.in_rows + row) * g.in_cols * C : nullptr;
+    };
+    const auto x_pixels = [&](int64_t len, int64_t n, int64_t i, int64_t j, std::pair<int64_t, int64_t> phase,
+                              const uint16_t** out) {
+      const uint16_t* const line = x_line(n, i, phase.first);
+      for (int64_t m = 0; m < len; ++m) {
+        const int64_t col = (j + m) * g.stride_cols + phase.second - g.pad_left;
+        out[m] = line != nullptr && col >= 0 && col < g.in_cols ? line + col * C : nullptr;
+      }
+    };
+    // Merged columns: the input's channels of every filter column (KW * C values) at grid
+    // pixels (n, i, j + m) of a row phase, in x where they lie whole in it, else gathered into
+    // `gathered` + m * pixel_values with zeros for the padding; null where the row lies in the
+    // padding or past the batch.
+    const int64_t pixel_values = plan.merged ? KW * C : C;
+    const auto x_columns = [&](int64_t len, int64_t n, int64_t i, int64_t j, int64_t phase,
+                               uint16_t* gathered, const uint16_t** out) {
+      const uint16_t* const line = x_line(n, i, phase);
+      if (line == nullptr) return (void)std::fill(out, out + len, nullptr);
+      for (int64_t m = 0; m < len; ++m) {
+        const int64_t col0 = (j + m) * g.stride_cols - g.pad_left;
+        if (g.dilation_cols == 1 && col0 >= 0 && col0 + KW <= g.in_cols) {
+          out[m] = line + col0 * C;
+          continue;
+        }
+        uint16_t* const buffer = gathered + m * pixel_values;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const int64_t col = col0 + kw * g.dilation_cols;
+          for (int64_t c = 0; c < C; ++c) buffer[kw * C + c] = col >= 0 && col < g.in_cols ? line[col * C + c] : 0;
+        }
+        out[m] = buffer;
+      }
     };
     parallel_for(plan.units, Cost(2.0 * total / plan.slices * taps * FI * plan.k_chunk),
                  [&](int64_t begin, int64_t end) {
@@ -171,14 +228,29 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
         const int64_t a_rows = CeilDiv((g.groups - 1) * Kg + kr, 16) * 16;
         // The unit's sums: local[tap][group][k][ci], whole tiles.
         const int64_t ldc = plan.rows16, c_tap = g.groups * kr * ldc;
-        float* const local = Scratch<float, 40>(taps * c_tap);
+        float* const local = Scratch<float, 40>(shifts * c_tap);
         // The slice's sums for tap t, group grp, output channel k0 + k, input channel 0.
         const auto acc_at = [&](int64_t t, int64_t grp, int64_t k) {
           return acc + slice * filter_size + t * FI * K + grp * Kg + k0 + k;
         };
+        // Copies between local and acc (below); with merged columns local's rows are k and its
+        // columns kw * FI + ci (one group), copied element by element.
+        const auto exchange_merged = [&](bool to_acc) {
+          if (!to_acc) std::fill(local, local + shifts * c_tap, 0.0f);
+          for (int64_t t = 0; t < shifts; ++t) {
+            for (int64_t k = 0; k < k1 - k0; ++k) {
+              for (int64_t m = 0; m < KW * FI; ++m) {
+                float* const l = local + t * c_tap + k * ldc + m;
+                float* const f = acc_at(t * KW + m / FI, 0, k) + m % FI * K;
+                if (to_acc) *f = *l; else *l = *f;
+              }
+            }
+          }
+        };
         // Copies between local (rows k, columns ci) and acc (rows ci, columns k), transposed
         // by blocks of 16 x 16; local's tile padding is zero.
         const auto exchange = [&](bool to_acc) {
+          if (plan.merged) return exchange_merged(to_acc);
           for (int64_t t = 0; t < taps; ++t) {
             for (int64_t grp = 0; grp < g.groups; ++grp) {
               for (int64_t k = 0; k < kr; k += 16) {
@@ -206,14 +278,14 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
           }
         };
         if (first) {
-          std::fill(local, local + taps * c_tap, 0.0f);
+          std::fill(local, local + shifts * c_tap, 0.0f);
         } else {
           Note(Path::kFilterTilesAdded);
           exchange(/*to_acc=*/false);
         }
         const int64_t s0 = plan.steps * slice / plan.slices * 16;
         const int64_t s1 = plan.steps * (slice + 1) / plan.slices * 16;
-        std::vector<const uint32_t*> b_taps(taps);
+        std::vector<const uint32_t*> b_taps(shifts);
         for (int64_t p0 = s0; p0 < s1; p0 += piece) {
           const int64_t pairs = std::min(piece, s1 - p0);
           if (p0 > s0) Note(Path::kFilterTilesPieces);
@@ -222,41 +294,41 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
           const int64_t a_step = a_rows * 32;
           uint16_t* const a = Scratch<uint16_t, 41>(pairs / 16 * a_step);
           uint32_t* const slots = Scratch<uint32_t, 43>(16 * a_rows);
-          const uint16_t* lo = nullptr;
-          walk(2 * p0, 2 * pairs, [&](int64_t k, int64_t n, int64_t i, int64_t j) {
-            const uint16_t* const pixel = dy_pixel(n, i, j, dy_first);
-            if (k % 2 == 0) return (void)(lo = pixel);
-            const int64_t r = k / 2;
-            uint32_t* const row = slots + r % 16 * a_rows;
-            pack_pairs(lo, pixel, dy_count, row);
-            std::fill(row + dy_count, row + a_rows, uint32_t{0});
-            if (r % 16 != 15) return;
+          const int64_t b_rows = pairs + reach, width = plan.channels;
+          // Each pixel's values (null: zeros), two a pair row, dy's and then each copy's.
+          const uint16_t** const pixels = Scratch<const uint16_t*, 44>(2 * b_rows);
+          walk(2 * p0, 2 * pairs, [&](int64_t k, int64_t len, int64_t n, int64_t i, int64_t j) {
+            dy_pixels(len, n, i, j, dy_first, pixels + k);
+          });
+          for (int64_t r = 0; r < pairs; r += 16) {
+            pack_pairs(pixels + 2 * r, 16, dy_count, a_rows, slots);
             uint32_t* const panel = reinterpret_cast<uint32_t*>(a + r / 16 * a_step);
             for (int64_t c = 0; c < a_rows; c += 16) transpose32(slots + c, a_rows, panel + c * 16, 16);
-          });
+          }
           // The piece's input in pairs, each phase from even grid pixels through the taps'
           // reach, and where a shift is odd, from odd ones: copy (phase, parity).
-          const int64_t b_rows = pairs + reach, width = plan.channels;
           uint32_t* const b = Scratch<uint32_t, 42>(copies * b_rows * width);
+          // Merged columns: the pixels gathered where they lie partly in the padding.
+          uint16_t* const gathered = plan.merged ? Scratch<uint16_t, 45>(2 * b_rows * pixel_values) : nullptr;
           for (int64_t copy = 0; copy < copies; ++copy) {
             const std::pair<int64_t, int64_t> phase = phases[odd ? copy / 2 : copy];
-            uint32_t* const rows = b + copy * b_rows * width;
-            walk(2 * p0 + (odd ? copy % 2 : 0), 2 * b_rows, [&](int64_t k, int64_t n, int64_t i, int64_t j) {
-              const uint16_t* const pixel = x_pixel(n, i, j, phase);
-              if (k % 2 == 0) return (void)(lo = pixel);
-              uint32_t* const row = rows + k / 2 * width;
-              pack_pairs(lo, pixel, C, row);
-              std::fill(row + C, row + width, uint32_t{0});
+            walk(2 * p0 + (odd ? copy % 2 : 0), 2 * b_rows, [&](int64_t k, int64_t len, int64_t n, int64_t i, int64_t j) {
+              if (plan.merged) {
+                x_columns(len, n, i, j, phase.first, gathered + k * pixel_values, pixels + k);
+              } else {
+                x_pixels(len, n, i, j, phase, pixels + k);
+              }
             });
+            pack_pairs(pixels, b_rows, pixel_values, width, b + copy * b_rows * width);
           }
           for (int64_t grp = 0; grp < g.groups; ++grp) {
-            for (int64_t t = 0; t < taps; ++t) {
+            for (int64_t t = 0; t < shifts; ++t) {
               const int64_t o = offsets[t];
               const int64_t copy = odd ? 2 * phase_of[t] + o % 2 : phase_of[t];
               b_taps[t] = b + (copy * b_rows + o / 2) * width + grp * FI;
             }
             const int64_t a_first = g.groups > 1 ? grp * Kg : 0;
-            shifted(taps, a + a_first * 32, a_step, kr, b_taps.data(), width, plan.rows16,
+            shifted(shifts, a + a_first * 32, a_step, kr, b_taps.data(), width, plan.rows16,
                     pairs, local + grp * kr * ldc, ldc, c_tap);
           }
         }

@@ -119,8 +119,11 @@ using WidenFn = void (*)(const void* src, int64_t n, float* dst);
 // out[i] |= in[i] << 16, for i < n.
 using PackHalvesFn = void (*)(const uint16_t* in, int64_t n, uint32_t* out, bool high);
 
-// Both halves at once: out[i] = lo[i] | hi[i] << 16 for i < n, a null lo or hi read as zeros.
-using PackPairsFn = void (*)(const uint16_t* lo, const uint16_t* hi, int64_t n, uint32_t* out);
+// Both halves at once, `pairs` rows of `width` slots: with lo = pixels[2 * r] and hi =
+// pixels[2 * r + 1], out[r * width + i] = lo[i] | hi[i] << 16 for i < n (a null lo or hi read
+// as zeros) and 0 for n <= i < width (width >= n).
+using PackPairsFn = void (*)(const uint16_t* const* pixels, int64_t pairs, int64_t n, int64_t width,
+                             uint32_t* out);
 
 // Winograd F(4x4, 3x3) transforms (conv_winograd.cc), each along `n` contiguous channels:
 //   input:    v[xi * v_step + c] = (B^T d B)[xi] for the 6 x 6 patch d[i][j] = patch[i * 6 + j][c]
