@@ -436,7 +436,7 @@ void NchwSpace(const Add& add) {
 // and the rows past them (31, 32, 33, 63..65, 95, 97), for each tile width (16, 32 and 64
 // columns and wider), and every affine run length 1..70 pixels (blocks of 16 and 32 pixels and
 // each tail), pointwise; and 3x3 layers at stride 1 and 2 (indirect tiles at the edges,
-// affine runs inside). Then stride-1 bands as whole affine runs (32 reduction channels a tap
+// affine runs inside). Strided backprop input through dy with bordered columns. Then stride-1 bands as whole affine runs (32 reduction channels a tap
 // and more): rows narrower than a tile and wider, several bands and a short last one, a 5x5
 // filter, dilations, groups, NCHW, and a reduction in two chunks. Then banded passes whose
 // merged filter rows have an odd depth a pixel: padded by a zero, or straddling pairs. Then
@@ -527,6 +527,32 @@ void AmxSpace(const Add& add) {
        kForward});
   add({"amx strided bands", 1, 5, 33, 700, 3, 3, 700, 70, Attrs(2, 2, 1, 1, Padding::kSame), Layout::kNHWC,
        kForward});
+
+  // Strided backprop input whose column classes are rows of whole tiles, through a copy of dy
+  // with a zero border left and right: classes of 16 and 32 members, strides 2 and 3 and
+  // mixed, filters wider than the stride, dilated (a class no tap reaches), SAME, VALID and
+  // explicit padding, other channel counts either side of the tiles (17: through space to
+  // depth where the filter is a multiple of the stride), groups, NCHW, and in two chunks of
+  // images.
+  const int64_t bordered[][6] = {{32, 4, 4, 2, 2, 1}, {64, 3, 3, 2, 2, 1}, {48, 3, 3, 3, 3, 1},
+                                 {32, 3, 5, 1, 2, 1}, {32, 3, 3, 2, 2, 2}};
+  const int64_t bordered_channels[][2] = {{32, 48}, {17, 33}, {64, 16}};
+  for (const auto& f : bordered) {
+    for (const auto& ch : bordered_channels) {
+      for (Padding padding : {Padding::kSame, Padding::kValid}) {
+        add({"amx bordered columns", 2, 7, f[0], ch[0], f[1], f[2], ch[0], ch[1],
+             Attrs(f[3], f[4], 1, f[5], padding), Layout::kNHWC, kInput});
+      }
+    }
+  }
+  add({"amx bordered columns", 1, 6, 32, 24, 4, 4, 24, 40, Attrs(2, 2, 1, 1, Padding::kExplicit, 2, 1, 3, 0),
+       Layout::kNHWC, kInput});
+  add({"amx bordered columns", 2, 6, 32, 64, 4, 4, 32, 96, Attrs(2, 2, 1, 1, Padding::kSame), Layout::kNHWC,
+       kInput});
+  add({"amx bordered columns", 2, 6, 32, 32, 4, 4, 32, 40, Attrs(2, 2, 1, 1, Padding::kSame), Layout::kNCHW,
+       kInput});
+  add({"amx bordered columns chunks", 2, 64, 64, 33, 3, 3, 33, 512, Attrs(2, 2, 1, 1, Padding::kSame),
+       Layout::kNHWC, kInput});
 
   const int64_t channels[][2] = {{32, 16}, {33, 16}, {65, 32}, {64, 64}, {95, 40}, {31, 70}, {97, 130}};
   for (const auto& ch : channels) {
@@ -1062,6 +1088,8 @@ int Main(int argc, char** argv) {
                                      path != Path::kFilterTilesSlices &&
                                      path != Path::kFilterTilesPieces &&
                                      path != Path::kFilterTilesMerged &&
+                                     path != Path::kInputBorderedColumns &&
+                                     path != Path::kInputBorderedChunks &&
                                      path != Path::kFilterTilesAdded &&
                                      path != Path::kFilterTilesPhases)) &&
                             (narrowed || (path != Path::kIndirectNarrowed &&

@@ -47,6 +47,8 @@ namespace cpu {
   X(kIndirectAffineRun, "indirect/affine run of tiles")                                       \
   X(kIndirectTile, "indirect/tile through the indirection table")                             \
   X(kIndirectEdgesSplit, "indirect/edge pixels in parts of their own, padding taps skipped")  \
+  X(kInputBorderedColumns, "backprop input/AMX: strided, dy's columns copied with a zero border") \
+  X(kInputBorderedChunks, "backprop input/AMX: dy with bordered columns by chunks of images") \
   X(kIndirectNarrowed, "indirect/16-bit results rounded by the micro-kernel, in place")       \
   X(kIndirectNoTap, "indirect/tile that no tap reaches")                                      \
   X(kIndirectInPlace, "indirect/float results written in place")                              \

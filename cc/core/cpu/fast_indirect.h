@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "cc/core/conv_geometry.h"
@@ -382,6 +383,27 @@ inline DimMap TransposedDim(int64_t in, int64_t out, int64_t stride, int64_t pad
                             int64_t dilation, int64_t taps) {
   DimMap d = ForwardDim(in, out, stride, pad, dilation, taps);
   d.transposed = true;
+  return d;
+}
+
+// The zero indices a transposed dimension's source lacks before and after it, so that every
+// member of every class reads inside it through every candidate tap.
+inline std::pair<int64_t, int64_t> TransposedBorder(const DimMap& d) {
+  int64_t lo = 0, hi = d.src_size - 1;
+  for (const DimPart& part : Parts(d, /*split=*/false)) {
+    for (const int64_t base : part.bases) {
+      lo = std::min(lo, base);
+      hi = std::max(hi, base + (part.count - 1) * d.mult());
+    }
+  }
+  return {-lo, hi - (d.src_size - 1)};
+}
+
+// Transposed dimension d read from a copy of its source with `border` zero indices before
+// and after it: s' = s + border.first = (i + pad + border.first * stride - t * dilation) / stride.
+inline DimMap BorderedTransposed(DimMap d, std::pair<int64_t, int64_t> border) {
+  d.src_size += border.first + border.second;
+  d.pad += border.first * d.stride;
   return d;
 }
 
