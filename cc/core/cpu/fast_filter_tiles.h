@@ -74,10 +74,10 @@ inline bool FilterTilesApply(const ConvGeometry& g) {
 // With fewer input channels than a tile's 16 columns (one group), a pixel's pair slots take
 // the channels of every filter column (slot kw * C + c), the tiles' columns fill up, and the
 // taps' sums come from one GEMM per filter row, over copies of the input without the
-// columns' phases and shifts (the grid is out_cols wide). Through TensorFlow, bfloat16 on two
-// threads, widened to float -> tiles of 3 channels -> merged columns: the 7x7 stride-2 stem
-// (3 -> 64 channels over 8x224x224) 8.6-10.6 -> 7.3 -> 4.1-4.3 ms, a 3x3 layer (3 -> 16 over
-// 8x112x112) 1.8 -> 1.9 -> 1.25 ms.
+// columns' phases and shifts (the grid is out_cols wide). bfloat16 on two threads, in the
+// harness, float copies -> merged columns: the 7x7 stride-2 stem (3 -> 64 channels over
+// 8x224x224) 11.6-12.6 -> 2.8-2.9 ms, a 3x3 layer (3 -> 16 over 8x112x112) 1.46-1.52 ->
+// 0.68-0.69 ms.
 inline bool FilterTilesMergeColumns(const ConvGeometry& g) {
   return g.groups == 1 && g.filter_cols > 1 && g.filter_in_depth < kTilesMinChannels &&
          g.filter_cols * g.filter_in_depth <= kTilesMergedSlots;
