@@ -436,9 +436,10 @@ void NchwSpace(const Add& add) {
 // and the rows past them (31, 32, 33, 63..65, 95, 97), for each tile width (16, 32 and 64
 // columns and wider), and every affine run length 1..70 pixels (blocks of 16 and 32 pixels and
 // each tail), pointwise; and 3x3 layers at stride 1 and 2 (indirect tiles at the edges,
-// affine runs inside). Strided backprop input through dy with bordered columns. Then stride-1 bands as whole affine runs (32 reduction channels a tap
-// and more): rows narrower than a tile and wider, several bands and a short last one, a 5x5
-// filter, dilations, groups, NCHW, and a reduction in two chunks. Then banded passes whose
+// affine runs inside), and strided backprop input through dy with bordered columns. Then
+// stride-1 bands as whole affine runs (32 reduction channels a tap and more): rows narrower
+// than a tile and wider, several bands and a short last one, a 5x5 filter, dilations, groups,
+// NCHW, and a reduction in two chunks. Then banded passes whose
 // merged filter rows have an odd depth a pixel: padded by a zero, or straddling pairs. Then
 // strided forward bands: output rows of 15, 16, 48 and 49 columns (either side of both
 // bounds), source channels either side of 32, each tile width, filters one column wide (not
