@@ -8,9 +8,11 @@
 // blocks, filter-gradient plans), over their whole small range and across each threshold.
 // Every case runs every direction it applies to, in float, half and bfloat16:
 //   - against the direct loops in float64 on the same (rounded) values, with an error bound
-//     relative to the sum of absolute products: |fast - exact| <= (2 n u + u_out) sum|p| +
-//     floor, n the products per output element, u = 2**-24 (float accumulation), u_out the
-//     output type's rounding; cancellation can neither hide nor fake an error;
+//     relative to the sum of absolute products and the exact result: |fast - exact| <=
+//     2 n u (1 + u_out) sum|p| + u_out |exact| + floor, n the products per output element,
+//     u = 2**-24 (float accumulation), u_out the output type's rounding (every fast path
+//     rounds once, from a float sum); cancellation can neither hide nor fake an error, and a
+//     product lost from a long 16-bit sum is not hidden under u_out sum|p|;
 //   - bitwise against itself with the work split into other ranges run in another order.
 // At the end, every path of coverage.h and every micro-kernel of the active instruction
 // set's table must have been reached, or the sweep fails.
@@ -927,18 +929,23 @@ class Runner {
     std::vector<double> ref(size), abs_ref(size);
     op(ref.data(), serial);
     op(abs_ref.data(), ParallelFor());
-    // The direct bound, gamma * sum|p| (+ floor); Winograd adds 2 (n + 16) u P (WinogradScale):
-    // its sums of n products, and the transforms' own roundings.
+    // The direct bound: the float sum of n products within 2 n u sum|p| of the exact value
+    // (Winograd adds 2 (n + 16) u P, WinogradScale: the transforms' own roundings), then
+    // rounded once to the output type: that error times (1 + u_out), plus u_out |exact|
+    // (+ floor).
     const double direct_gamma = 2.0 * static_cast<double>(products) * 0x1p-24;
     const double winograd_gamma = 2.0 * static_cast<double>(products + 16) * 0x1p-24;
-    const double gamma = direct_gamma + TypeInfo<T>::unit;
+    const double unit = TypeInfo<T>::unit;
     const std::vector<double> tile = winograd ? scale() : std::vector<double>();
+    const auto bound_at = [&](int64_t i) {
+      const double sum_error = direct_gamma * abs_ref[i] + (winograd ? winograd_gamma * tile[i] : 0.0);
+      return sum_error * (1 + unit) + unit * std::fabs(ref[i]) + TypeInfo<T>::floor;
+    };
     double worst = 0, worst_scaled = 0;
     int64_t at = -1;
     for (int64_t i = 0; i < size; ++i) {
       const double got = static_cast<double>(static_cast<float>(fast[i]));
-      const double extra = winograd ? winograd_gamma * tile[i] : 0.0;
-      const double bound = gamma * abs_ref[i] + extra + TypeInfo<T>::floor;
+      const double bound = bound_at(i);
       const double err = std::fabs(got - ref[i]);
       // A NaN compares false either way: count it as failing.
       const double ratio = err <= bound ? (bound > 0 ? err / bound : 0.0) : (bound > 0 ? err / bound : 1e300);
@@ -946,7 +953,7 @@ class Runner {
       if (winograd && tile[i] > 0) {
         // The measured factor: error beyond the direct bound's rounding of the output, in
         // units of 2 (n + 16) u P (the README's accuracy table).
-        const double beyond = std::max(0.0, err - TypeInfo<T>::unit * abs_ref[i] - TypeInfo<T>::floor);
+        const double beyond = std::max(0.0, err - unit * std::fabs(ref[i]) - TypeInfo<T>::floor);
         worst_scaled = std::max(worst_scaled, beyond / (winograd_gamma * tile[i]));
       }
     }
@@ -960,9 +967,7 @@ class Runner {
       char buf[256];
       std::snprintf(buf, sizeof(buf), "%selement %lld: fast %.9g, exact %.9g, bound %.3g (sum |p| %.6g)",
                     winograd ? "Winograd, " : exact ? "exact mode, " : "", (long long)at,
-                    static_cast<double>(static_cast<float>(fast[at])), ref[at],
-                    gamma * abs_ref[at] + TypeInfo<T>::floor + (winograd ? winograd_gamma * tile[at] : 0.0),
-                    abs_ref[at]);
+                    static_cast<double>(static_cast<float>(fast[at])), ref[at], bound_at(at), abs_ref[at]);
       Fail(s, g, direction, TypeInfo<T>::name, buf);
     }
   }
