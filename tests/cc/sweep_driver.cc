@@ -570,7 +570,8 @@ void AmxSpace(const Add& add) {
   }
 }
 
-// The filter gradient on AMX tiles (bfloat16, at least 16 output channels a group): channel
+// The filter gradient as tiles (bfloat16, at least 16 output channels a group; on AMX, and
+// where filter columns merge on vectors of rows with AVX-512 BF16 alone): channel
 // counts either side of the 16- and 32-row tiles on both operands, and input channels below
 // one tile (filter columns merged into the pixels where one group's fit 64 slots), filters of one
 // tap, of odd and even shifts only (one row, one column), 3x3 and 5x5, dilations, every
@@ -578,8 +579,10 @@ void AmxSpace(const Add& add) {
 // merges), groups (channels either side of a tile); several slices and several pieces of a
 // slice (of 512 pairs, and shorter ones where the input's copies would pass the L2 bound);
 // output channels in chunks (one slice: a filter past the sums' memory bound, or few pixels),
-// the last chunk part of a tile; and NCHW in two chunks of images, the second added to the
-// first's sums.
+// the last chunk part of a tile; NCHW in two chunks of images, the second added to the
+// first's sums; and, for vectors of rows, merged layers of one slice of enough pixels that the
+// output channels run in one chunk: 1 to 4 vectors of rows (the last partly masked) and more
+// than 64 rows, slots of 16 to 50 (whole blocks and the last block's remainders).
 void FilterTilesSpace(const Add& add) {
   const int64_t channels[][2] = {{16, 16}, {17, 33}, {31, 32}, {32, 17}, {33, 48}, {48, 65}, {64, 64}, {65, 130},
                                  {1, 16}, {3, 17}, {8, 64}, {15, 33}};
@@ -619,10 +622,19 @@ void FilterTilesSpace(const Add& add) {
        kFilter});
   add({"amx filter tiles slices", 4, 61, 59, 3, 7, 7, 3, 20, Attrs(2, 2, 1, 1, Padding::kSame), Layout::kNHWC,
        kFilter});
+  // Slices of more than 2048 pairs: pieces on vectors of rows too.
+  add({"amx filter tiles row pieces", 4, 130, 132, 3, 3, 3, 3, 16, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC,
+       kFilter});
   add({"amx filter tiles chunks", 1, 5, 6, 33, 3, 3, 33, 130, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNHWC,
        kFilter});
   add({"amx filter tiles chunks", 1, 30, 30, 160, 7, 7, 160, 170, Attrs(1, 1, 1, 1, Padding::kSame),
        Layout::kNHWC, kFilter});
+  const int64_t rows[][5] = {{3, 3, 3, 130, 1}, {5, 5, 3, 48, 1}, {3, 7, 7, 100, 2}, {2, 3, 8, 70, 1},
+                             {1, 2, 24, 16, 1}, {2, 3, 25, 20, 1}, {3, 3, 3, 64, 1}};
+  for (const auto& r : rows) {
+    add({"amx filter tiles rows", 2, 64, 70, r[0], r[1], r[2], r[0], r[3],
+         Attrs(r[4], r[4], 1, 1, r[4] > 1 ? Padding::kSame : Padding::kValid), Layout::kNHWC, kFilter});
+  }
   add({"amx filter tiles nchw", 2, 370, 370, 16, 1, 2, 16, 17, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW,
        kFilter});
   add({"amx filter tiles nchw", 2, 6, 7, 48, 3, 3, 48, 40, Attrs(1, 1, 1, 1, Padding::kSame), Layout::kNCHW,
@@ -1066,10 +1078,11 @@ int Main(int argc, char** argv) {
   int64_t unreached = 0;
   if (coverage) {
     // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair
-    // kernels (and the packing of pairs) without AVX-512 BF16, bands run whole, strided
-    // forward bands and strided passes through space-to-depth copies without AMX (bfloat16
-    // on AMX only), the depthwise row kernels without AVX-512, the GEMMs that round 16-bit
-    // results without vector rounding.
+    // kernels (and the packing of pairs, and the filter tiles) without AVX-512 BF16, bands
+    // run whole, strided forward bands, strided passes through space-to-depth copies and the
+    // filter tiles of several groups without AMX (bfloat16 on AMX only), the filter tiles on
+    // vectors of rows with AMX, the depthwise row kernels without AVX-512, the GEMMs that
+    // round 16-bit results without vector rounding.
     const KernelTable& table = Kernels();
     const bool pairs = table.gemm_bf16_pairs != nullptr;
     const bool rows = table.dw[0].row[0][0][kElemF32] != nullptr;
@@ -1080,7 +1093,15 @@ int Main(int argc, char** argv) {
       const uint64_t n = PathCount(path);
       const bool expected = (pairs || (path != Path::kGemmBf16Pairs && path != Path::kFilterPairs &&
                                        path != Path::kColumnsMergedPairs &&
-                                       path != Path::kBandedMergedStraddling)) &&
+                                       path != Path::kBandedMergedStraddling &&
+                                       path != Path::kFilterTiles &&
+                                       path != Path::kFilterTilesChannelChunks &&
+                                       path != Path::kFilterTilesSlices &&
+                                       path != Path::kFilterTilesPieces &&
+                                       path != Path::kFilterTilesMerged &&
+                                       path != Path::kFilterTilesAdded &&
+                                       path != Path::kFilterTilesPhases)) &&
+                            ((pairs && !amx) || path != Path::kFilterTilesRows) &&
                             (rows || path != Path::kDepthwiseRowKernel) &&
                             (amx || (path != Path::kBandedWholeRuns &&
                                      path != Path::kBandedWholeRowsOut &&
@@ -1089,15 +1110,9 @@ int Main(int argc, char** argv) {
                                      path != Path::kForwardSpaceToDepth &&
                                      path != Path::kInputSpaceToDepth &&
                                      path != Path::kSpaceToDepthChunks &&
-                                     path != Path::kFilterTiles && path != Path::kFilterTilesGroups &&
-                                     path != Path::kFilterTilesChannelChunks &&
-                                     path != Path::kFilterTilesSlices &&
-                                     path != Path::kFilterTilesPieces &&
-                                     path != Path::kFilterTilesMerged &&
+                                     path != Path::kFilterTilesGroups &&
                                      path != Path::kInputBorderedColumns &&
-                                     path != Path::kInputBorderedChunks &&
-                                     path != Path::kFilterTilesAdded &&
-                                     path != Path::kFilterTilesPhases)) &&
+                                     path != Path::kInputBorderedChunks)) &&
                             (narrowed || (path != Path::kIndirectNarrowed &&
                                           path != Path::kBandedRowsNarrowed &&
                                           path != Path::kBandedNarrowedBand));
@@ -1109,7 +1124,7 @@ int Main(int argc, char** argv) {
     ForEachKernel(table, [&](const char* name, int index, int kind, auto fn) {
       if (fn == nullptr) return;
       if (!pairs && std::strcmp(name, "pack_halves") == 0) return;
-      if (!amx && std::strcmp(name, "pack_pairs") == 0) return;  // the AMX filter tiles' alone
+      if (!pairs && std::strcmp(name, "pack_pairs") == 0) return;  // the filter tiles' alone
       // On AMX, bfloat16 runs Winograd nowhere: its forward and backprop input take the tiles
       // of the direct passes, its filter gradient the filter tiles (16 channels a group, as
       // Winograd needs).

@@ -531,8 +531,10 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     // bfloat16 on AMX tiles with 16 channels a group or more: every tap's sums as tiles of one
     // transposed copy of dy times shifted pairs of x (fast_filter_tiles.h), a direct sum and
     // ahead of Winograd too (VGG's 3x3 layer, 64 -> 64 channels over 8x56x56, through the core
-    // on two threads: Winograd 2.33 ms, the strided pass 3.40 ms, tiles 1.14-1.19 ms).
-    const bool tiles = KindOf<T>() == kElemBF16 && AmxTiles() && !depthwise && FilterTilesApply(g);
+    // on two threads: Winograd 2.33 ms, the strided pass 3.40 ms, tiles 1.14-1.19 ms). On
+    // AVX-512 BF16 without AMX, the same on vectors of rows where few input channels merge
+    // the filter columns (FilterTilesApply).
+    const bool tiles = KindOf<T>() == kElemBF16 && !depthwise && FilterTilesApply(g);
     // Exact mode is read once per call, here.
     const bool winograd = !depthwise && !tiles && WinogradFilterApplies<T>(g);
     const GemmKernel& gk = PickGemm(g.out_depth_per_group());
@@ -563,8 +565,8 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     const int64_t slices = depthwise ? dw_plan.slices : tiles ? tiles_plan.slices : plan.slices;
     Workspace acc_space(slices * size * sizeof(float));
     float* const acc = acc_space.data<float>();
-    // The tiles pass writes all of it on its first pass.
-    if (!tiles) std::fill(acc, acc + slices * size, 0.0f);
+    // The tiles pass on AMX writes all of it on its first pass.
+    if (!tiles || !tiles_plan.amx) std::fill(acc, acc + slices * size, 0.0f);
     std::unique_ptr<WinogradFilter<T>> wino;
     if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, parallel_for);
     const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp, bool first) {

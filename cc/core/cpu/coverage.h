@@ -88,14 +88,15 @@ namespace cpu {
   X(kFilterWidenedChunks, "backprop filter/16-bit operands widened by chunks of images")     \
   X(kFilterDepthwise, "backprop filter/depthwise")                                            \
   X(kFilterDepthwiseWholeRows, "backprop filter/depthwise rows whole, every channel block")    \
-  X(kFilterTiles, "backprop filter/AMX tiles over shifted rows")                             \
-  X(kFilterTilesGroups, "backprop filter/AMX tiles, several groups")                          \
-  X(kFilterTilesChannelChunks, "backprop filter/AMX tiles, output-channel chunks")            \
-  X(kFilterTilesSlices, "backprop filter/AMX tiles, several slices")                          \
-  X(kFilterTilesPieces, "backprop filter/AMX tiles, several pieces in a slice")               \
-  X(kFilterTilesMerged, "backprop filter/AMX tiles, filter columns merged into the pixels")   \
-  X(kFilterTilesAdded, "backprop filter/AMX tiles added to an earlier chunk's sums")          \
-  X(kFilterTilesPhases, "backprop filter/AMX tiles, input phases of a stride")                \
+  X(kFilterTiles, "backprop filter/tiles over shifted rows")                                 \
+  X(kFilterTilesRows, "backprop filter/tiles on vectors of rows (AVX-512 BF16)")              \
+  X(kFilterTilesGroups, "backprop filter/tiles, several groups")                              \
+  X(kFilterTilesChannelChunks, "backprop filter/tiles, output-channel chunks")                \
+  X(kFilterTilesSlices, "backprop filter/tiles, several slices")                              \
+  X(kFilterTilesPieces, "backprop filter/tiles, several pieces in a slice")                   \
+  X(kFilterTilesMerged, "backprop filter/tiles, filter columns merged into the pixels")       \
+  X(kFilterTilesAdded, "backprop filter/tiles added to an earlier chunk's sums")              \
+  X(kFilterTilesPhases, "backprop filter/tiles, input phases of a stride")                    \
   X(kFilterWinograd, "backprop filter/Winograd F(4x4, 3x3)")                                  \
   X(kWinogradFilterChunks, "winograd/filter gradient in several chunks of tiles")             \
   X(kWinogradFilterSliced, "winograd/filter gradient by slices of tiles, blocks kept in cache") \

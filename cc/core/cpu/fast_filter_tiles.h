@@ -44,6 +44,10 @@ namespace fast {
 // them (DCGAN's 5x5 stride-2 layer of 256 -> 512 channels, 8 copies of 256 channels, pieces
 // of 112 pairs rather than 512: 12.3-12.7 -> 9.7 ms).
 inline constexpr int64_t kTilesPiecePairs = 512;
+// On vectors of rows (merged filter columns: few slots a pair row), longer pieces re-pack
+// less of the taps' reach: a 3x3 layer of 3 -> 16 channels over 8x112x112, 0.368 -> 0.347 ms
+// through the core (AMD EPYC, two threads), level on the stem and the patch embedding.
+inline constexpr int64_t kTilesRowsPiecePairs = 2048;
 inline constexpr int64_t kTilesPieceBytes = int64_t{1} << 20;
 // Fewest pair rows per slice: each piece also packs the input of the taps' reach past its end.
 inline constexpr int64_t kTilesSlicePairs = 256;
@@ -57,6 +61,9 @@ struct TilesPlan {
   // Merged filter columns (FilterTilesMergeColumns): a pixel's slots hold the input channels
   // of every filter column, and the taps are the filter rows.
   bool merged = false;
+  // On AMX tiles (GemmShiftedFn: a unit's sums in tiles of its own, transposed into acc at
+  // the end), else on vectors of rows (GemmShiftedRowsFn: added to acc in place).
+  bool amx = false;
   int64_t rows16 = 0;    // a group's input channels (the tiles' columns), whole tiles of 16
   int64_t channels = 0;  // pair slots per input pair row: every group's, whole tiles of 16
 };
@@ -66,10 +73,6 @@ struct TilesPlan {
 inline constexpr int64_t kTilesMinChannels = 16;
 // Most slots of a pixel with merged filter columns (four column tiles).
 inline constexpr int64_t kTilesMergedSlots = 64;
-
-inline bool FilterTilesApply(const ConvGeometry& g) {
-  return g.out_depth_per_group() >= kTilesMinChannels;
-}
 
 // With fewer input channels than a tile's 16 columns (one group), a pixel's pair slots take
 // the channels of every filter column (slot kw * C + c), the tiles' columns fill up, and the
@@ -83,8 +86,18 @@ inline bool FilterTilesMergeColumns(const ConvGeometry& g) {
          g.filter_cols * g.filter_in_depth <= kTilesMergedSlots;
 }
 
+// Where the filter gradient of bfloat16 runs as tiles: on AMX with 16 output channels a group
+// or more, and on vectors of rows (AVX-512 BF16) where also the filter columns merge
+// (FilterTilesMergeColumns): there the other passes would widen the operands to float.
+inline bool FilterTilesApply(const ConvGeometry& g) {
+  if (g.out_depth_per_group() < kTilesMinChannels) return false;
+  const GemmKernel& k = GemmFor(Kernels().gemm[0], kElemBF16);
+  return k.shifted != nullptr || (k.shifted_rows != nullptr && FilterTilesMergeColumns(g));
+}
+
 inline TilesPlan PlanFilterTiles(const ConvGeometry& g) {
   TilesPlan p;
+  p.amx = GemmFor(Kernels().gemm[0], kElemBF16).shifted != nullptr;
   const int64_t FI = g.filter_in_depth, Kg = g.out_depth_per_group();
   p.merged = FilterTilesMergeColumns(g);
   p.grid_rows = g.out_rows + (g.filter_rows - 1) * g.dilation_rows / g.stride_rows;
@@ -92,7 +105,9 @@ inline TilesPlan PlanFilterTiles(const ConvGeometry& g) {
   const int64_t pixels = g.batch * p.grid_rows * p.grid_cols;
   p.steps = CeilDiv(CeilDiv(pixels, 2), 16);
   p.rows16 = CeilDiv((p.merged ? g.filter_cols : 1) * FI, 16) * 16;
-  p.channels = CeilDiv((g.groups - 1) * FI + p.rows16, 16) * 16;
+  // AMX tiles read whole tiles of 16 slots; vectors of rows read the slots there are.
+  const int64_t slots = (p.merged ? g.filter_cols : 1) * FI;
+  p.channels = p.amx ? CeilDiv((g.groups - 1) * FI + p.rows16, 16) * 16 : (g.groups - 1) * FI + slots;
   // Slices: enough units for the threads, each slice's float sums within kFilterAccBytes
   // together, and each slice long enough to pay for the taps' reach past its pieces.
   const int64_t by_memory = std::max<int64_t>(1, kFilterAccBytes / (4 * g.filter_elements()));
@@ -110,8 +125,9 @@ inline TilesPlan PlanFilterTiles(const ConvGeometry& g) {
 }
 
 // Adds this pass's contribution to acc[slice][tap][ci][k] (float, the filter's layout per
-// slice), or with `first`, writes it there (acc's earlier contents are not read). NHWC,
-// bfloat16 on AMX tiles (GemmFor's pair table has `shifted`).
+// slice), or on AMX with `first`, writes it there (acc's earlier contents are not read; on
+// vectors of rows acc starts zero). NHWC, bfloat16 on AMX tiles (GemmFor's pair table has
+// `shifted`) or on vectors of rows (`shifted_rows`).
 template <typename T>
 void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, const T* dy,
                      float* acc, bool first, const ParallelFor& parallel_for) {
@@ -120,6 +136,7 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
   } else {
     const KernelTable& table = Kernels();
     const GemmShiftedFn shifted = GemmFor(table.gemm[0], kElemBF16).shifted;
+    const GemmShiftedRowsFn shifted_rows = GemmFor(table.gemm[0], kElemBF16).shifted_rows;
     const TransposeFn transpose32 = table.transpose32;
     const PackPairsFn pack_pairs = table.pack_pairs;
     Note(Path::kFilterTiles);
@@ -127,7 +144,13 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
     if (plan.k_chunks > 1) Note(Path::kFilterTilesChannelChunks);
     if (plan.slices > 1) Note(Path::kFilterTilesSlices);
     if (plan.merged) Note(Path::kFilterTilesMerged);
-    NoteKernel(shifted), NoteKernel(transpose32), NoteKernel(pack_pairs);
+    if (plan.amx) {
+      NoteKernel(shifted), NoteKernel(transpose32);
+    } else {
+      Note(Path::kFilterTilesRows);
+      NoteKernel(shifted_rows);
+    }
+    NoteKernel(pack_pairs);
     const int64_t KW = g.filter_cols, taps = g.filter_rows * KW;
     // The GEMMs of shifted input: one per tap, or with merged columns one per filter row.
     const int64_t shifts = plan.merged ? g.filter_rows : taps;
@@ -155,7 +178,7 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
     const int64_t reach = *std::max_element(offsets.begin(), offsets.end()) / 2;
     const int64_t row_bytes = copies * plan.channels * static_cast<int64_t>(sizeof(uint32_t));
     const int64_t piece = std::clamp<int64_t>((kTilesPieceBytes / row_bytes - reach) / 16 * 16, 16,
-                                              kTilesPiecePairs);
+                                              plan.amx ? kTilesPiecePairs : kTilesRowsPiecePairs);
     // Calls fn(k, len, n, i, j) for the runs of grid pixels q0 + k to q0 + k + len - 1, k <
     // count, that lie in one grid row: image n (batch or past it), row i, columns j to j + len
     // - 1.
@@ -171,12 +194,13 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
     // Pixels (pointers to their values, null for zeros) of grid pixels (n, i, j + m), m < len,
     // of dy (channels [first, ...), null past its rows and columns) and of x's phase (a row
     // phase and a column phase; null in the padding or past the batch).
+    // (The loops read locals: their stores of pointers could alias what references point to.)
     const auto dy_pixels = [&](int64_t len, int64_t n, int64_t i, int64_t j, int64_t first,
                                const uint16_t** out) {
       const int64_t inside = n < g.batch && i < g.out_rows ? std::clamp<int64_t>(g.out_cols - j, 0, len) : 0;
-      for (int64_t m = 0; m < inside; ++m) {
-        out[m] = reinterpret_cast<const uint16_t*>(dy) + ((n * g.out_rows + i) * g.out_cols + j + m) * K + first;
-      }
+      const uint16_t* const start =
+          reinterpret_cast<const uint16_t*>(dy) + ((n * g.out_rows + i) * g.out_cols + j) * K + first;
+      for (int64_t m = 0, step = K; m < inside; ++m) out[m] = start + m * step;
       std::fill(out + inside, out + len, nullptr);
     };
     // The input row of grid row i (n: its image) of row phase `phase`, or null.
@@ -188,9 +212,10 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
     const auto x_pixels = [&](int64_t len, int64_t n, int64_t i, int64_t j, std::pair<int64_t, int64_t> phase,
                               const uint16_t** out) {
       const uint16_t* const line = x_line(n, i, phase.first);
-      for (int64_t m = 0; m < len; ++m) {
-        const int64_t col = (j + m) * g.stride_cols + phase.second - g.pad_left;
-        out[m] = line != nullptr && col >= 0 && col < g.in_cols ? line + col * C : nullptr;
+      const int64_t stride = g.stride_cols, first = j * stride + phase.second - g.pad_left, cols = g.in_cols;
+      for (int64_t m = 0, c = C; m < len; ++m) {
+        const int64_t col = first + m * stride;
+        out[m] = line != nullptr && col >= 0 && col < cols ? line + col * c : nullptr;
       }
     };
     // Merged columns: the input's channels of every filter column (KW * C values) at grid
@@ -198,23 +223,32 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
     // `gathered` + m * pixel_values with zeros for the padding; null where the row lies in the
     // padding or past the batch.
     const int64_t pixel_values = plan.merged ? KW * C : C;
+    // A shift's slots of one group (and filter elements per output channel).
+    const int64_t slots = (plan.merged ? KW : 1) * FI;
     const auto x_columns = [&](int64_t len, int64_t n, int64_t i, int64_t j, int64_t phase,
                                uint16_t* gathered, const uint16_t** out) {
       const uint16_t* const line = x_line(n, i, phase);
       if (line == nullptr) return (void)std::fill(out, out + len, nullptr);
-      for (int64_t m = 0; m < len; ++m) {
-        const int64_t col0 = (j + m) * g.stride_cols - g.pad_left;
-        if (g.dilation_cols == 1 && col0 >= 0 && col0 + KW <= g.in_cols) {
-          out[m] = line + col0 * C;
-          continue;
-        }
+      const int64_t stride = g.stride_cols, first = j * stride - g.pad_left, cols = g.in_cols;
+      // Pixels [lo, hi) read KW whole columns of x in a row (undilated): in place.
+      int64_t lo = len, hi = len;
+      if (g.dilation_cols == 1) {
+        lo = std::min(len, first >= 0 ? 0 : CeilDiv(-first, stride));
+        const int64_t last = cols - KW - first;  // the last in-place pixel's first column, less first
+        hi = last < 0 ? lo : std::clamp(last / stride + 1, lo, len);
+      }
+      for (int64_t m = lo, step = stride * C; m < hi; ++m) out[m] = line + first * C + m * step;
+      const auto gather = [&](int64_t m) {
         uint16_t* const buffer = gathered + m * pixel_values;
+        const int64_t col0 = first + m * stride;
         for (int64_t kw = 0; kw < KW; ++kw) {
           const int64_t col = col0 + kw * g.dilation_cols;
-          for (int64_t c = 0; c < C; ++c) buffer[kw * C + c] = col >= 0 && col < g.in_cols ? line[col * C + c] : 0;
+          for (int64_t c = 0; c < C; ++c) buffer[kw * C + c] = col >= 0 && col < cols ? line[col * C + c] : 0;
         }
         out[m] = buffer;
-      }
+      };
+      for (int64_t m = 0; m < lo; ++m) gather(m);
+      for (int64_t m = hi; m < len; ++m) gather(m);
     };
     parallel_for(plan.units, Cost(2.0 * total / plan.slices * taps * FI * plan.k_chunk),
                  [&](int64_t begin, int64_t end) {
@@ -228,7 +262,7 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
         const int64_t a_rows = CeilDiv((g.groups - 1) * Kg + kr, 16) * 16;
         // The unit's sums: local[tap][group][k][ci], whole tiles.
         const int64_t ldc = plan.rows16, c_tap = g.groups * kr * ldc;
-        float* const local = Scratch<float, 40>(shifts * c_tap);
+        float* const local = plan.amx ? Scratch<float, 40>(shifts * c_tap) : nullptr;
         // The slice's sums for tap t, group grp, output channel k0 + k, input channel 0.
         const auto acc_at = [&](int64_t t, int64_t grp, int64_t k) {
           return acc + slice * filter_size + t * FI * K + grp * Kg + k0 + k;
@@ -277,12 +311,9 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
             }
           }
         };
-        if (first) {
-          std::fill(local, local + shifts * c_tap, 0.0f);
-        } else {
-          Note(Path::kFilterTilesAdded);
-          exchange(/*to_acc=*/false);
-        }
+        if (!first) Note(Path::kFilterTilesAdded);
+        if (plan.amx && first) std::fill(local, local + shifts * c_tap, 0.0f);
+        if (plan.amx && !first) exchange(/*to_acc=*/false);
         const int64_t s0 = plan.steps * slice / plan.slices * 16;
         const int64_t s1 = plan.steps * (slice + 1) / plan.slices * 16;
         std::vector<const uint32_t*> b_taps(shifts);
@@ -293,17 +324,19 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
           // pairs), a_rows rows of 32 values each.
           const int64_t a_step = a_rows * 32;
           uint16_t* const a = Scratch<uint16_t, 41>(pairs / 16 * a_step);
-          uint32_t* const slots = Scratch<uint32_t, 43>(16 * a_rows);
+          uint32_t* const transposing = plan.amx ? Scratch<uint32_t, 43>(16 * a_rows) : nullptr;
           const int64_t b_rows = pairs + reach, width = plan.channels;
           // Each pixel's values (null: zeros), two a pair row, dy's and then each copy's.
           const uint16_t** const pixels = Scratch<const uint16_t*, 44>(2 * b_rows);
           walk(2 * p0, 2 * pairs, [&](int64_t k, int64_t len, int64_t n, int64_t i, int64_t j) {
             dy_pixels(len, n, i, j, dy_first, pixels + k);
           });
-          for (int64_t r = 0; r < pairs; r += 16) {
-            pack_pairs(pixels + 2 * r, 16, dy_count, a_rows, slots);
+          // On vectors of rows, pair rows in order, untransposed.
+          if (!plan.amx) pack_pairs(pixels, pairs, dy_count, a_rows, reinterpret_cast<uint32_t*>(a));
+          for (int64_t r = 0; r < pairs && plan.amx; r += 16) {
+            pack_pairs(pixels + 2 * r, 16, dy_count, a_rows, transposing);
             uint32_t* const panel = reinterpret_cast<uint32_t*>(a + r / 16 * a_step);
-            for (int64_t c = 0; c < a_rows; c += 16) transpose32(slots + c, a_rows, panel + c * 16, 16);
+            for (int64_t c = 0; c < a_rows; c += 16) transpose32(transposing + c, a_rows, panel + c * 16, 16);
           }
           // The piece's input in pairs, each phase from even grid pixels through the taps'
           // reach, and where a shift is odd, from odd ones: copy (phase, parity).
@@ -328,11 +361,18 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
               b_taps[t] = b + (copy * b_rows + o / 2) * width + grp * FI;
             }
             const int64_t a_first = g.groups > 1 ? grp * Kg : 0;
-            shifted(shifts, a + a_first * 32, a_step, kr, b_taps.data(), width, plan.rows16,
-                    pairs, local + grp * kr * ldc, ldc, c_tap);
+            if (plan.amx) {
+              shifted(shifts, a + a_first * 32, a_step, kr, b_taps.data(), width, plan.rows16,
+                      pairs, local + grp * kr * ldc, ldc, c_tap);
+            } else {
+              // Slot j of shift t sums at acc_at(0, grp, 0) + (t * slots + j) * K: tap t's input
+              // channel j, or with merged columns tap t * KW + j / FI's channel j % FI.
+              shifted_rows(shifts, reinterpret_cast<const uint32_t*>(a) + a_first, a_rows, k1 - k0,
+                           b_taps.data(), width, slots, pairs, acc_at(0, grp, 0), K, slots * K);
+            }
           }
         }
-        exchange(/*to_acc=*/true);
+        if (plan.amx) exchange(/*to_acc=*/true);
       }
     });
   }

@@ -69,6 +69,17 @@ using GemmShiftedFn = void (*)(int64_t taps, const uint16_t* a, int64_t a_step, 
                                const uint32_t* const* b, int64_t ldb, int64_t cols,
                                int64_t pairs, float* c, int64_t ldc, int64_t c_tap);
 
+// The same reduction on vectors of rows (AVX-512 BF16, vdpbf16ps), its results transposed:
+// for t < taps, j < cols and m < rows,
+//   c[t*c_tap + j*ldc + m] += sum_{r < pairs} dot(a[r*lda + m], b[t][r*ldb + j])
+// where a's row r holds the rows' bfloat16 pairs (two consecutive pixels of one output
+// channel) in 32-bit slots, lda a multiple of 16 and a's slots up to rows rounded up to 16
+// readable; each b[t] as for GemmShiftedFn. Any rows and cols; c is written at m < rows and
+// j < cols only. Each sum adds its pairs in order.
+using GemmShiftedRowsFn = void (*)(int64_t taps, const uint32_t* a, int64_t lda, int64_t rows,
+                                   const uint32_t* const* b, int64_t ldb, int64_t cols,
+                                   int64_t pairs, float* c, int64_t ldc, int64_t c_tap);
+
 // Depthwise over an indirection table (forward and backprop input, one filter per channel):
 //   c[m][j] (=, or +=) sum_{t < taps} a[t*MR + m][j] * b[t][j]       for m < MR, j < NB.
 using DepthwiseIndirectFn = void (*)(int64_t taps, const void* const* a, const float* const* b,
@@ -170,6 +181,9 @@ struct GemmKernel {
   StridedKernel strided[2];
   // The filter gradient on AMX tiles (GemmShiftedFn); null but in the AMX tables.
   GemmShiftedFn shifted;
+  // The filter gradient on vectors of rows (GemmShiftedRowsFn); null but in the AVX-512 BF16
+  // pair table's first entry.
+  GemmShiftedRowsFn shifted_rows;
 };
 
 struct DepthwiseKernel {
@@ -212,22 +226,24 @@ template <typename Fn>
 void ForEachKernel(const KernelTable& t, Fn fn) {
   const auto gemm = [&](const char* indirect, const char* affine, const char* narrow,
                         const char* ahead, const char* strided, const char* tall,
-                        const char* shifted, int i, const GemmKernel& k) {
+                        const char* shifted, const char* shifted_rows, int i,
+                        const GemmKernel& k) {
     for (int e = 0; e < kElemKinds; ++e) {
       fn(indirect, i, e, k.indirect[e]), fn(affine, i, e, k.affine[e]);
       fn(narrow, i, e, k.affine_narrow[e]);
     }
     fn(ahead, i, kElemF32, k.affine_ahead);
     fn(strided, i, -1, k.strided[0].fn), fn(tall, i, -1, k.strided[1].fn);
-    fn(shifted, i, -1, k.shifted);
+    fn(shifted, i, -1, k.shifted), fn(shifted_rows, i, -1, k.shifted_rows);
   };
   for (int i = 0; i < 3; ++i) {
     gemm("gemm.indirect", "gemm.affine", "gemm.affine_narrow", "gemm.affine_ahead", "gemm.strided",
-         "gemm.strided_tall", "gemm.shifted", i, t.gemm[i]);
+         "gemm.strided_tall", "gemm.shifted", "gemm.shifted_rows", i, t.gemm[i]);
   }
   for (int i = 0; t.gemm_bf16_pairs != nullptr && i < 3; ++i) {
     gemm("pairs.indirect", "pairs.affine", "pairs.affine_narrow", "pairs.affine_ahead",
-         "pairs.strided", "pairs.strided_tall", "pairs.shifted", i, t.gemm_bf16_pairs[i]);
+         "pairs.strided", "pairs.strided_tall", "pairs.shifted", "pairs.shifted_rows", i,
+         t.gemm_bf16_pairs[i]);
   }
   for (int i = 0; i < 3; ++i) {
     const DepthwiseKernel& k = t.dw[i];
@@ -251,7 +267,7 @@ void ForEachKernel(const KernelTable& t, Fn fn) {
   for (int e = 0; e < kElemKinds; ++e) fn("winograd.gradient", 0, e, t.winograd.gradient[e]);
   fn("winograd.output", 0, -1, t.winograd.output), fn("winograd.reduce", 0, -1, t.winograd.reduce);
 }
-static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (3 * kElemKinds + 2) * sizeof(void*) +
+static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (3 * kElemKinds + 3) * sizeof(void*) +
                                          2 * sizeof(StridedKernel),
               "a new GemmKernel member: list it in ForEachKernel");
 static_assert(sizeof(DepthwiseKernel) ==

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -673,6 +674,76 @@ void AmxShifted(int64_t taps, const uint16_t* a, int64_t a_step, int64_t rows,
   ReleaseTiles();
 }
 
+// GemmShiftedRowsFn on vdpbf16ps: JB input slots (columns of b) by MV vectors of 16 rows of
+// one tap, over every pair: each pair row of a loaded once as MV vectors, each slot of b
+// broadcast; the sums added to c at the end, the last vector's lanes masked by `last`.
+template <int MV, int JB>
+void ShiftedRowsBlock(const uint32_t* a, int64_t lda, const uint32_t* b, int64_t ldb,
+                      int64_t pairs, float* c, int64_t ldc, __mmask16 last) {
+  __m512 acc[JB][MV];
+#pragma GCC unroll 24
+  for (int j = 0; j < JB; ++j) {
+#pragma GCC unroll 4
+    for (int v = 0; v < MV; ++v) acc[j][v] = _mm512_setzero_ps();
+  }
+  for (int64_t r = 0; r < pairs; ++r, a += lda, b += ldb) {
+    __m512bh rows[MV];
+#pragma GCC unroll 4
+    for (int v = 0; v < MV; ++v) rows[v] = (__m512bh)_mm512_loadu_si512(a + v * 16);
+#pragma GCC unroll 24
+    for (int j = 0; j < JB; ++j) {
+      const __m512bh slot = (__m512bh)_mm512_set1_epi32(static_cast<int>(b[j]));
+#pragma GCC unroll 4
+      for (int v = 0; v < MV; ++v) acc[j][v] = _mm512_dpbf16_ps(acc[j][v], rows[v], slot);
+    }
+  }
+#pragma GCC unroll 24
+  for (int j = 0; j < JB; ++j) {
+#pragma GCC unroll 4
+    for (int v = 0; v < MV; ++v) {
+      float* const cv = c + j * ldc + v * 16;
+      const __mmask16 mask = v + 1 < MV ? __mmask16{0xffff} : last;
+      _mm512_mask_storeu_ps(cv, mask, _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cv), acc[j][v]));
+    }
+  }
+}
+
+// Slots a block takes with MV vectors of rows: 24 accumulators.
+constexpr int ShiftedRowsSlots(int mv) { return 24 / mv; }
+
+using ShiftedRowsBlockFn = void (*)(const uint32_t*, int64_t, const uint32_t*, int64_t, int64_t,
+                                    float*, int64_t, __mmask16);
+
+// blocks[mv - 1][jb - 1]: ShiftedRowsBlock<mv, jb> for jb <= ShiftedRowsSlots(mv), else null.
+template <int MV, int... J>
+constexpr std::array<ShiftedRowsBlockFn, 24> ShiftedRowsBlocksOf(std::integer_sequence<int, J...>) {
+  return {(J < ShiftedRowsSlots(MV) ? &ShiftedRowsBlock<MV, std::min(J + 1, ShiftedRowsSlots(MV))>
+                                    : nullptr)...};
+}
+constexpr std::array<ShiftedRowsBlockFn, 24> kShiftedRowsBlocks[4] = {
+    ShiftedRowsBlocksOf<1>(std::make_integer_sequence<int, 24>()),
+    ShiftedRowsBlocksOf<2>(std::make_integer_sequence<int, 24>()),
+    ShiftedRowsBlocksOf<3>(std::make_integer_sequence<int, 24>()),
+    ShiftedRowsBlocksOf<4>(std::make_integer_sequence<int, 24>())};
+
+void DotShiftedRows(int64_t taps, const uint32_t* a, int64_t lda, int64_t rows,
+                    const uint32_t* const* b, int64_t ldb, int64_t cols, int64_t pairs, float* c,
+                    int64_t ldc, int64_t c_tap) {
+  for (int64_t m = 0; m < rows; m += 64) {
+    const int64_t n = std::min<int64_t>(64, rows - m);
+    const int mv = static_cast<int>(CeilDiv16(n));
+    const __mmask16 last = static_cast<__mmask16>(0xffffu >> (mv * 16 - n));
+    const int slots = ShiftedRowsSlots(mv);
+    for (int64_t t = 0; t < taps; ++t) {
+      for (int64_t j = 0; j < cols; j += slots) {
+        const int64_t jb = std::min<int64_t>(slots, cols - j);
+        kShiftedRowsBlocks[mv - 1][jb - 1](a + m, lda, b[t] + j, ldb, pairs,
+                                           c + t * c_tap + j * ldc + m, ldc, last);
+      }
+    }
+  }
+}
+
 // MakeDot's kernels on AMX tiles; MR is the float table's tile height.
 template <int MR, int NV>
 GemmKernel MakeAmx() {
@@ -697,8 +768,13 @@ GemmKernel MakeAmx() {
 
 // The same tile shapes (and taller strided kernels) as the AVX-512 table's gemm entries.
 const GemmKernel* Avx512Bf16GemmKernels() {
-  static const GemmKernel kernels[3] = {MakeDot<14, 1, 24>(), MakeDot<12, 2, 0>(),
-                                                MakeDot<6, 4, 0>()};
+  static const GemmKernel* const kernels = [] {
+    static GemmKernel k[3] = {MakeDot<14, 1, 24>(), MakeDot<12, 2, 0>(), MakeDot<6, 4, 0>()};
+    // Its blocks do not depend on the column width: the first entry alone (GemmFor's of
+    // gemm[0], which the filter tiles take).
+    k[0].shifted_rows = DotShiftedRows;
+    return k;
+  }();
   return kernels;
 }
 
