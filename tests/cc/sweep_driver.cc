@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <new>
 #include <random>
 #include <string>
@@ -1088,34 +1089,26 @@ int Main(int argc, char** argv) {
     const bool rows = table.dw[0].row[0][0][kElemF32] != nullptr;
     const bool narrowed = table.gemm[0].affine_narrow[kElemF16] != nullptr;
     const bool amx = pairs && table.gemm_bf16_pairs == AmxBf16GemmKernels();
+    using Paths = std::initializer_list<Path>;
+    const Paths needs_pairs = {Path::kGemmBf16Pairs, Path::kFilterPairs, Path::kColumnsMergedPairs,
+                               Path::kBandedMergedStraddling, Path::kFilterTiles, Path::kFilterTilesChannelChunks,
+                               Path::kFilterTilesSlices, Path::kFilterTilesPieces, Path::kFilterTilesMerged,
+                               Path::kFilterTilesAdded, Path::kFilterTilesPhases};
+    const Paths needs_amx = {Path::kBandedWholeRuns, Path::kBandedWholeRowsOut, Path::kForwardBandedStridedRows,
+                             Path::kBandedPaddedPixels, Path::kForwardSpaceToDepth, Path::kInputSpaceToDepth,
+                             Path::kSpaceToDepthChunks, Path::kFilterTilesGroups, Path::kInputBorderedColumns,
+                             Path::kInputBorderedChunks};
+    const Paths needs_narrowing = {Path::kIndirectNarrowed, Path::kBandedRowsNarrowed, Path::kBandedNarrowedBand};
+    const auto in = [](const Paths& paths, Path path) {
+      return std::find(paths.begin(), paths.end(), path) != paths.end();
+    };
     for (int p = 0; p < static_cast<int>(Path::kCount); ++p) {
       const Path path = static_cast<Path>(p);
       const uint64_t n = PathCount(path);
-      const bool expected = (pairs || (path != Path::kGemmBf16Pairs && path != Path::kFilterPairs &&
-                                       path != Path::kColumnsMergedPairs &&
-                                       path != Path::kBandedMergedStraddling &&
-                                       path != Path::kFilterTiles &&
-                                       path != Path::kFilterTilesChannelChunks &&
-                                       path != Path::kFilterTilesSlices &&
-                                       path != Path::kFilterTilesPieces &&
-                                       path != Path::kFilterTilesMerged &&
-                                       path != Path::kFilterTilesAdded &&
-                                       path != Path::kFilterTilesPhases)) &&
+      const bool expected = (pairs || !in(needs_pairs, path)) && (amx || !in(needs_amx, path)) &&
+                            (narrowed || !in(needs_narrowing, path)) &&
                             ((pairs && !amx) || path != Path::kFilterTilesRows) &&
-                            (rows || path != Path::kDepthwiseRowKernel) &&
-                            (amx || (path != Path::kBandedWholeRuns &&
-                                     path != Path::kBandedWholeRowsOut &&
-                                     path != Path::kForwardBandedStridedRows &&
-                                     path != Path::kBandedPaddedPixels &&
-                                     path != Path::kForwardSpaceToDepth &&
-                                     path != Path::kInputSpaceToDepth &&
-                                     path != Path::kSpaceToDepthChunks &&
-                                     path != Path::kFilterTilesGroups &&
-                                     path != Path::kInputBorderedColumns &&
-                                     path != Path::kInputBorderedChunks)) &&
-                            (narrowed || (path != Path::kIndirectNarrowed &&
-                                          path != Path::kBandedRowsNarrowed &&
-                                          path != Path::kBandedNarrowedBand));
+                            (rows || path != Path::kDepthwiseRowKernel);
       std::printf("  path %-70s %llu%s\n", PathName(path), (unsigned long long)n,
                   expected ? "" : " (not in this instruction set's table)");
       if (n == 0 && expected) ++unreached, std::printf("UNREACHED path: %s\n", PathName(path));
