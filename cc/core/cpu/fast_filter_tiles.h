@@ -198,9 +198,11 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
     const auto dy_pixels = [&](int64_t len, int64_t n, int64_t i, int64_t j, int64_t first,
                                const uint16_t** out) {
       const int64_t inside = n < g.batch && i < g.out_rows ? std::clamp<int64_t>(g.out_cols - j, 0, len) : 0;
-      const uint16_t* const start =
-          reinterpret_cast<const uint16_t*>(dy) + ((n * g.out_rows + i) * g.out_cols + j) * K + first;
-      for (int64_t m = 0, step = K; m < inside; ++m) out[m] = start + m * step;
+      if (inside > 0) {  // (no pointer formed past the batch)
+        const uint16_t* const start =
+            reinterpret_cast<const uint16_t*>(dy) + ((n * g.out_rows + i) * g.out_cols + j) * K + first;
+        for (int64_t m = 0, step = K; m < inside; ++m) out[m] = start + m * step;
+      }
       std::fill(out + inside, out + len, nullptr);
     };
     // The input row of grid row i (n: its image) of row phase `phase`, or null.
