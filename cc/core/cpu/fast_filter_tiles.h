@@ -15,7 +15,9 @@
 // no copy per tap, every tile load 64-byte aligned, and pixels of the grid that no output
 // reads add zeros. At stride 1 there is one phase. With few input channels the filter columns
 // merge into the pixels' slots instead (FilterTilesMergeColumns), and the shifts are the
-// filter rows'.
+// filter rows'. With AVX-512 BF16 but no AMX, layers whose columns merge run the same pass on
+// vectors of rows (GemmShiftedRowsFn): the output gradient's pair rows untransposed, the sums
+// added to the filter's accumulators in place.
 #ifndef TF_OPS_CC_CORE_CPU_FAST_FILTER_TILES_H_
 #define TF_OPS_CC_CORE_CPU_FAST_FILTER_TILES_H_
 
@@ -68,7 +70,7 @@ struct TilesPlan {
   int64_t channels = 0;  // pair slots per input pair row: every group's, whole tiles of 16
 };
 
-// Output channels per group from which the filter gradient runs on AMX tiles: a tile of 16
+// Output channels per group from which the filter gradient runs as tiles: a tile of 16
 // rows holds a group's channels with little padding.
 inline constexpr int64_t kTilesMinChannels = 16;
 // Most slots of a pixel with merged filter columns (four column tiles).
@@ -322,8 +324,9 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
         for (int64_t p0 = s0; p0 < s1; p0 += piece) {
           const int64_t pairs = std::min(piece, s1 - p0);
           if (p0 > s0) Note(Path::kFilterTilesPieces);
-          // The piece's output gradient, transposed, in panels of 16 pairs: pairs [p0, p0 +
-          // pairs), a_rows rows of 32 values each.
+          // The piece's output gradient, pairs [p0, p0 + pairs): on AMX transposed, in panels of
+          // 16 pairs of a_rows rows of 32 values each; on vectors of rows, pair rows of a_rows
+          // slots in order.
           const int64_t a_step = a_rows * 32;
           uint16_t* const a = Scratch<uint16_t, 41>(pairs / 16 * a_step);
           uint32_t* const transposing = plan.amx ? Scratch<uint32_t, 43>(16 * a_rows) : nullptr;
@@ -333,12 +336,14 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
           walk(2 * p0, 2 * pairs, [&](int64_t k, int64_t len, int64_t n, int64_t i, int64_t j) {
             dy_pixels(len, n, i, j, dy_first, pixels + k);
           });
-          // On vectors of rows, pair rows in order, untransposed.
-          if (!plan.amx) pack_pairs(pixels, pairs, dy_count, a_rows, reinterpret_cast<uint32_t*>(a));
-          for (int64_t r = 0; r < pairs && plan.amx; r += 16) {
-            pack_pairs(pixels + 2 * r, 16, dy_count, a_rows, transposing);
-            uint32_t* const panel = reinterpret_cast<uint32_t*>(a + r / 16 * a_step);
-            for (int64_t c = 0; c < a_rows; c += 16) transpose32(transposing + c, a_rows, panel + c * 16, 16);
+          if (!plan.amx) {
+            pack_pairs(pixels, pairs, dy_count, a_rows, reinterpret_cast<uint32_t*>(a));
+          } else {
+            for (int64_t r = 0; r < pairs; r += 16) {
+              pack_pairs(pixels + 2 * r, 16, dy_count, a_rows, transposing);
+              uint32_t* const panel = reinterpret_cast<uint32_t*>(a + r / 16 * a_step);
+              for (int64_t c = 0; c < a_rows; c += 16) transpose32(transposing + c, a_rows, panel + c * 16, 16);
+            }
           }
           // The piece's input in pairs, each phase from even grid pixels through the taps'
           // reach, and where a shift is odd, from odd ones: copy (phase, parity).
