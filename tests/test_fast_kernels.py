@@ -264,8 +264,7 @@ class NarrowingTest(tf.test.TestCase):
 class PullChunksTest(tf.test.TestCase):
     """The ParallelFor that the fast kernels run on in TensorFlow (cc/core/cpu/pull_chunks.h),
     on a pool of the driver's own: every unit exactly once, no more threads at work than the
-    pool has, the caller idle while the pool's threads work, and passes started from inside
-    the pool finishing (under the sanitizer job, with ASan watching the jobs that start after
+    pass's jobs, the caller among them, and passes started from inside the pool finishing (under the sanitizer job, with ASan watching the jobs that start after
     their pass returned; and under ThreadSanitizer)."""
 
     def _assert_all_ok(self, code, out):

@@ -1,9 +1,9 @@
 // Checks PullChunks (cc/core/cpu/pull_chunks.h), the ParallelFor of the TensorFlow glue, on a
 // pool of its own with the interface of TensorFlow's: every unit runs exactly once, in ranges
-// that cover [0, units) without overlap; no more threads work at once than the pool has; a
-// caller outside the pool runs no unit when more than one thread takes part, and runs the
-// whole pass in one call when one does; a pass of no units calls nothing; passes started
-// from every pool thread at once (a pass inside a pass) finish. Prints
+// that cover [0, units) without overlap; no more threads work at once than PullChunksJobs
+// says (the caller among them, inside the pool or outside it), and a pass worth one thread
+// runs on the caller in one call; a pass of no units calls nothing; passes started from every
+// pool thread at once (a pass inside a pass) finish. Prints
 // "pull_chunks: N checks, M failed".
 #include <atomic>
 #include <chrono>
@@ -71,6 +71,8 @@ class Pool {
 };
 
 std::atomic<int> checks{0}, failed{0};  // Check runs on pool threads too
+// Passes of more than one job from a caller outside the pool, and those in which it ran units.
+std::atomic<int> shared_passes{0}, caller_worked{0};
 
 void Check(bool ok, const char* what, int threads, int64_t units, int64_t cost) {
   ++checks;
@@ -107,16 +109,17 @@ void CheckPass(Pool& pool, int64_t units, int64_t cost) {
   for (auto& r : runs) once &= r.load() == 1;
   Check(once, "every unit exactly once", threads, units, cost);
   Check(bad_range.load() == 0, "ranges inside [0, units)", threads, units, cost);
-  Check(most.load() <= threads, "no more threads at once than the pool has", threads, units,
-        cost);
   const int64_t jobs = tf_ops::cpu::PullChunksJobs(threads, units, cost);
+  Check(most.load() <= jobs, "no more threads at once than the pass's jobs", threads, units,
+        cost);
   if (units == 0) {
     Check(calls.load() == 0, "no units: no call", threads, units, cost);
   } else if (jobs <= 1) {
     Check(calls.load() == 1 && on_caller.load() == 1, "one thread's pass: one call, on the caller",
           threads, units, cost);
   } else if (outside) {
-    Check(on_caller.load() == 0, "a caller outside the pool runs no unit", threads, units, cost);
+    shared_passes.fetch_add(1);
+    if (on_caller.load() > 0) caller_worked.fetch_add(1);
   }
 }
 
@@ -160,6 +163,10 @@ int main() {
       std::_Exit(1);
     }
   }
+  // Whether the caller gets a chunk in a given pass depends on how fast the jobs start;
+  // over every pass, a caller that works gets some.
+  Check(shared_passes.load() > 0 && caller_worked.load() > 0,
+        "a caller outside the pool takes part", 0, 0, 0);
   std::printf("pull_chunks: %d checks, %d failed\n", checks.load(), failed.load());
   return failed.load() == 0 ? 0 : 1;
 }

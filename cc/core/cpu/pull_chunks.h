@@ -1,7 +1,6 @@
 // Running a pass's units on a thread pool: the ParallelFor (conv_cpu.h) that the TensorFlow
-// glue builds on TensorFlow's intra-op pool. TF-free: the pool is any type with
-// NumThreads(), CurrentThreadId() (-1 on a thread that is not the pool's) and
-// Schedule(std::function<void()>), as tsl::thread::ThreadPool has.
+// glue builds on TensorFlow's intra-op pool. TF-free: the pool is any type with NumThreads()
+// and Schedule(std::function<void()>), as tsl::thread::ThreadPool has.
 #ifndef TF_OPS_CC_CORE_CPU_PULL_CHUNKS_H_
 #define TF_OPS_CC_CORE_CPU_PULL_CHUNKS_H_
 
@@ -95,31 +94,32 @@ inline int64_t PullChunksJobs(int64_t threads, int64_t units, int64_t cost) {
 // alone, whoever runs them and however they are split into ranges (the kernel sweep checks
 // every path for that).
 //
-// The pool's threads run the pass, as many as PullChunksJobs says, and the calling thread
-// waits; a pass worth one thread runs on the caller, in one call. A caller that is one of
-// the pool's threads takes chunks too, so a pass never waits on a pool whose threads are all
-// busy (a pass inside a pass runs, at worst, on its caller alone). Running the caller as
-// well as every pool thread, as the pool's own ParallelFor does, puts one thread more than
-// the pool has cores to work: TensorFlow's executor threads are not the pool's, and a thread
-// descheduled while it holds a chunk holds up the pass. The caller waits until every unit is
-// done; a job that starts after the counter ran out finds nothing to do.
+// As many threads take part as PullChunksJobs says: the caller and, for the others, jobs
+// scheduled on the pool; a pass worth one thread runs on the caller, in one call. So no more
+// threads work at once than the pool has, whether the caller is one of the pool's threads (a
+// pass inside a pass, which therefore never waits on a pool whose threads are all busy) or
+// not (TensorFlow's executor threads and eager callers are not the pool's). The caller works
+// rather than sleeping until the jobs finish: a pass wakes one pool thread fewer, and the
+// caller's core is not left idle while both woken jobs may queue on the other one (2 vCPUs,
+// TensorFlow 2.21, 1 x 112 x 112 x 48 -> 96 stride 2 forward, calls alternated in one
+// process: median 1.70-2.50 ms with the caller waiting, half the calls at one thread's speed,
+// against 1.36-1.48 ms). It returns once every unit is done; a job that starts after the
+// counter ran out finds nothing to do.
 template <typename Pool>
 void PullChunks(Pool& pool, int64_t units, int64_t cost,
                 const std::function<void(int64_t, int64_t)>& fn) {
   if (units <= 0) return;
   const int64_t jobs = PullChunksJobs(pool.NumThreads(), units, cost);
   if (jobs <= 1) return fn(0, units);
-  const bool caller_takes_part = pool.CurrentThreadId() >= 0;
-  const int64_t scheduled = caller_takes_part ? jobs - 1 : jobs;
-  auto* state = new pull_chunks_internal::ChunkState(units, 2 * jobs,
-                                                     static_cast<int>(scheduled) + 1, &fn);
-  for (int64_t j = 0; j < scheduled; ++j) {
+  // Held by the caller and by each of the jobs - 1 scheduled jobs.
+  auto* state = new pull_chunks_internal::ChunkState(units, 2 * jobs, static_cast<int>(jobs), &fn);
+  for (int64_t j = 1; j < jobs; ++j) {
     pool.Schedule([state] {
       state->Pull();
       state->Release();
     });
   }
-  if (caller_takes_part) state->Pull();
+  state->Pull();
   state->Wait();
   state->Release();
 }
