@@ -261,11 +261,29 @@ class NarrowingTest(tf.test.TestCase):
                               f"0x{bits[i]:08x} -> 0x{got[i, j]:04x}, Eigen 0x{expected[i]:04x}")
 
 
+class WorkspaceTest(tf.test.TestCase):
+    """The kept buffers of the passes' workspaces (cc/core/cpu/fast_common.h): reused by the
+    next call, and never taken by a request that leaves a larger one of the same call to fault
+    in a new buffer (a request for no bytes, or for less than half the buffer)."""
+
+    def test_workspace(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            driver = core_build.build(tmp, "workspace_driver",
+                                      [("tests/cc/workspace_driver.cc", [])])
+            code, out = core_build.run(driver, timeout=300)
+        self.assertEqual(code, 0, out)
+        summary = re.search(r"workspace: (\d+) checks, (\d+) failed", out)
+        self.assertIsNotNone(summary, out)
+        self.assertEqual(int(summary.group(1)), 6, out)
+        self.assertEqual(int(summary.group(2)), 0, out)
+
+
 class PullChunksTest(tf.test.TestCase):
     """The ParallelFor that the fast kernels run on in TensorFlow (cc/core/cpu/pull_chunks.h),
     on a pool of the driver's own: every unit exactly once, no more threads at work than the
-    pass's jobs, the caller among them, and passes started from inside the pool finishing (under the sanitizer job, with ASan watching the jobs that start after
-    their pass returned; and under ThreadSanitizer)."""
+    pass's jobs, the caller among them, and passes started from inside the pool finishing
+    (under the sanitizer job, with ASan watching the jobs that start after their pass
+    returned; and under ThreadSanitizer)."""
 
     def _assert_all_ok(self, code, out):
         self.assertEqual(code, 0, out)
