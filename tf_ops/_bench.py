@@ -66,13 +66,16 @@ SHAPES = [
     Shape("unet_nchw", 8, (64, 64, 64), (3, 3, 64, 128), 2, "SAME", data_format="NCHW"),
     # Layers outside the common networks' best-known ones: a deep 3x3 layer on small images, a 4x4
     # stride-2 GAN layer, a mid-sized ResNet 3x3 layer, a batch-1 stride-2 layer, the first 3x3
-    # layer of a small network on RGB images, a vision transformer's 16x16 patch embedding.
+    # layer of a small network on RGB images, a vision transformer's 16x16 patch embedding, the
+    # 512-channel 3x3 layer of ResNet's last stage (7x7 images) and of VGG's (14x14, batch 1).
     Shape("deep_small", 16, (14, 14, 256), (3, 3, 256, 256), 1, "SAME", dtypes=("float32", "bfloat16")),
     Shape("gan4x4", 16, (32, 32, 128), (4, 4, 128, 256), 2, "SAME", dtypes=("float32", "bfloat16")),
     Shape("resnet3x3", 16, (28, 28, 128), (3, 3, 128, 128), 1, "SAME"),
     Shape("batch1_s2", 1, (112, 112, 48), (3, 3, 48, 96), 2, "SAME"),
     Shape("rgb3x3", 8, (112, 112, 3), (3, 3, 3, 16), 1, "SAME", dtypes=("float32", "bfloat16")),
     Shape("patch16", 16, (224, 224, 3), (16, 16, 3, 384), 16, "VALID", dtypes=("float32", "bfloat16")),
+    Shape("resnet_s4", 16, (7, 7, 512), (3, 3, 512, 512), 1, "SAME", dtypes=("float32", "bfloat16")),
+    Shape("vgg_b1_512", 1, (14, 14, 512), (3, 3, 512, 512), 1, "SAME"),
     Shape("mobilenet_s2", 32, (112, 112, 32), (3, 3, 32, 1), 2, "SAME", depthwise=True),
     Shape("mobilenet_s1", 32, (56, 56, 128), (3, 3, 128, 1), 1, "SAME", depthwise=True),
     Shape("mobilenet_b1", 1, (112, 112, 96), (3, 3, 96, 1), 1, "SAME", depthwise=True),

@@ -271,7 +271,8 @@ void BandCopySpace(const Add& add) {
 // the filter included (backprop input's source then starts inside the output gradient);
 // batches whose tiles fill a unit's block across images, or leave rows of the last GEMM tile
 // padded; reductions so wide that a block holds one GEMM tile; transformed filters too large
-// for the cache; a filter gradient over several chunks of tiles, and by slices; groups; NCHW.
+// for the cache; a filter gradient over several chunks of tiles, and by slices, and its sums
+// too large for the cache on too few tiles (the direct pass instead); groups; NCHW.
 void WinogradSpace(const Add& add) {
   const ConvAttrs same = Attrs(1, 1, 1, 1, Padding::kSame);
   std::vector<int64_t> counts = {15, 16, 17, 24, 31, 32, 33, 47, 48, 63, 64, 65, 80, 97, 128, 129};
@@ -310,6 +311,10 @@ void WinogradSpace(const Add& add) {
   add({"winograd streamed", 3, 12, 12, 256, 3, 3, 128, 256, same, Layout::kNHWC, kAll});
   add({"winograd streamed", 2, 15, 13, 128, 3, 3, 64, 128, same, Layout::kNCHW, kAll});
   add({"winograd filter chunks", 2, 44, 44, 512, 3, 3, 512, 32, same, Layout::kNHWC, kFilter});
+  // Filter-gradient sums past 4 Mi floats (36 x 344 x 344; 4 groups of 176 x 176) on one tile,
+  // fewer than pay for them: the direct pass.
+  add({"winograd filter large sums", 1, 4, 4, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
+  add({"winograd filter large sums", 1, 4, 3, 704, 3, 3, 176, 704, same, Layout::kNHWC, kFilter});
   // The filter gradient by slices (sums of at most 256 Ki floats, more than 128 tiles): 4
   // tiles an image, so batches 32/33 and 256/257 cross one and eight slices of 128 tiles; the
   // sums' size against its cap by channel counts; slices of several blocks (80 -> 80: 45 tiles

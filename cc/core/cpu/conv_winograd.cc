@@ -32,6 +32,29 @@ constexpr int64_t kMinChannels = 16;
 // 16 -> 48 1.11x, 48 -> 16 1.07x, 32 -> 32 1.23x. In bfloat16 and float16, Winograd ran 1.3x
 // and 2.8x faster than the direct pass at 16 -> 16.
 constexpr int64_t kFilterMaxDirectProduct = 512;
+// A transformed filter (forward and backprop input) or filter gradient's transformed sums
+// past this many floats (16 MiB, half the last-level cache of the machine measured) are read
+// and written through memory, and the direct passes are faster on few tiles: up to
+// kLargeFilterMinTiles forward and backprop input, kFilterLargeSumsMinTiles for the filter
+// gradient (twice as many in bfloat16 on pairs). 3x3 512 -> 512 over 14x14 images, direct
+// against Winograd through the core (AMD EPYC, two threads), float32: forward, batch 1 (16
+// tiles) 6.6-6.8 against 8.2-9.6 ms, batch 2 10.5-10.7 against 9.4-10.8; backprop input,
+// batch 1 6.7 against 7.8-9.1; filter gradient, batch 1 4.9 against 8.0, batch 2 9.0 against
+// 9.5, 7x7 images of batch 16 (64 tiles) 16.5 against 14.1. bfloat16 on pairs, filter
+// gradient: batch 1 2.8 against 7.5, batch 4 (64 tiles) 10.0 against 11.9, 7x7 of batch 16
+// 10.8 against 15.7, 8x8 of batch 32 (128 tiles) 26.0 against 24.8. At 256 -> 256 the sums,
+// 9 MiB, stay in the cache, and Winograd's filter gradient wins from 16 tiles.
+constexpr int64_t kLargeFilterFloats = int64_t{4} << 20;
+constexpr int64_t kLargeFilterMinTiles = 32;
+constexpr int64_t kFilterLargeSumsMinTiles = 64;
+// Forward and backprop input in bfloat16 where the direct sums run on pairs (AVX-512 BF16;
+// AMX skips Winograd for them altogether): the pairs' rate, twice the float GEMMs', leaves
+// Winograd ahead only while the channels are few, up to this product of in-depth and
+// out-depth per group. Forward through the core (AMD EPYC, two threads), direct against
+// Winograd: 8x56x56, 64 -> 64, 4.4 against 3.9 ms; 8x28x28, 128 -> 128, 4.4 against 4.6;
+// 16x14x14, 256 -> 256, 8.4 against 10.6; 1x28x28, 256 -> 256, 2.4 against 3.2; 512 -> 512
+// over 32x8x8, 19.8 against 21.3, and over 16x7x7, 8.3 against 13.6.
+constexpr int64_t kPairsMaxProduct = 64 * 64;
 // Floats of transformed source one work unit holds (36 x tiles x channels): 512 KiB.
 constexpr int64_t kBlockFloats = 128 * 1024;
 // A unit's share of the transformed filter past this size (1 MiB) does not stay in a core's
@@ -115,8 +138,12 @@ void BlockPointers(const T* image, int64_t n, int64_t r0, int64_t c0, int64_t ro
 
 }  // namespace
 
+namespace {
+
+// Whether the shape is Winograd's, in a kind it runs: 3x3, stride and dilation 1, at least
+// kMinChannels a group on both sides, outside exact mode.
 template <typename T>
-bool WinogradApplies(const ConvGeometry& g, bool forward) {
+bool WinogradShape(const ConvGeometry& g, bool forward) {
   if constexpr (KindOf<T>() < 0) {
     return false;
   } else {
@@ -129,6 +156,40 @@ bool WinogradApplies(const ConvGeometry& g, bool forward) {
     return p.src_group >= kMinChannels && p.dst_group >= kMinChannels && p.dst_rows > 0 &&
            p.dst_cols > 0 && p.batch > 0;
   }
+}
+
+// Whether bfloat16 runs its direct sums on pairs (vdpbf16ps or AMX) at twice float's rate,
+// against Winograd's float GEMMs.
+template <typename T>
+bool DirectOnPairs() {
+  return KindOf<T>() == kElemBF16 && Kernels().gemm_bf16_pairs != nullptr;
+}
+
+// 36 transformed values of every (source, destination) channel pair of the filter: the
+// transformed filter forward and backprop input, the sums of the filter gradient.
+int64_t TransformedFilterFloats(const ConvGeometry& g) {
+  return kPoints * g.groups * g.filter_in_depth * g.out_depth_per_group();
+}
+
+// 4 x 4 tiles of the forward output (the filter gradient's too); backprop input tiles dx.
+int64_t Tiles(const ConvGeometry& g, bool forward) {
+  const int64_t rows = forward ? g.out_rows : g.in_rows, cols = forward ? g.out_cols : g.in_cols;
+  return g.batch * CeilDiv(rows, kOut) * CeilDiv(cols, kOut);
+}
+
+}  // namespace
+
+template <typename T>
+bool WinogradApplies(const ConvGeometry& g, bool forward) {
+  if (!WinogradShape<T>(g, forward)) return false;
+  // A transformed filter past kLargeFilterFloats is written to memory and read back by the
+  // GEMMs, which few tiles do not pay for (kLargeFilterMinTiles).
+  if (TransformedFilterFloats(g) > kLargeFilterFloats && Tiles(g, forward) < kLargeFilterMinTiles) {
+    return false;
+  }
+  // Direct sums on bfloat16 pairs beat Winograd's float GEMMs past kPairsMaxProduct.
+  return !DirectOnPairs<T>() ||
+         g.filter_in_depth * g.out_depth_per_group() <= kPairsMaxProduct;
 }
 
 template <typename T>
@@ -294,12 +355,19 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
 template <typename T>
 bool WinogradFilterApplies(const ConvGeometry& g) {
   // The filter gradient's GEMMs have the forward pass's sides: in-depth by out-depth per group.
-  if (!WinogradApplies<T>(g, /*forward=*/true)) return false;
+  if (!WinogradShape<T>(g, /*forward=*/true)) return false;
   // Its transforms cost in proportion to in-depth + out-depth per tile, its GEMMs save in
   // proportion to their product: in float32 the direct pass wins while the product is at most
   // kFilterMaxDirectProduct (see there). The 16-bit kinds' direct passes are slower.
-  return !std::is_same_v<T, float> ||
-         g.filter_in_depth * g.out_depth_per_group() > kFilterMaxDirectProduct;
+  if (std::is_same_v<T, float> &&
+      g.filter_in_depth * g.out_depth_per_group() <= kFilterMaxDirectProduct) {
+    return false;
+  }
+  // Sums past kLargeFilterFloats go through memory; the direct pass wins until the tiles pay
+  // for that (kFilterLargeSumsMinTiles, twice as many where bfloat16's direct pass runs on
+  // pairs).
+  return TransformedFilterFloats(g) <= kLargeFilterFloats ||
+         Tiles(g, true) >= (DirectOnPairs<T>() ? 2 : 1) * kFilterLargeSumsMinTiles;
 }
 
 namespace {
