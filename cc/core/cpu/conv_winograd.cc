@@ -136,10 +136,6 @@ void BlockPointers(const T* image, int64_t n, int64_t r0, int64_t c0, int64_t ro
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Whether the shape is Winograd's, in a kind it runs: 3x3, stride and dilation 1, at least
 // kMinChannels a group on both sides, outside exact mode.
 template <typename T>
@@ -171,10 +167,10 @@ int64_t TransformedFilterFloats(const ConvGeometry& g) {
   return kPoints * g.groups * g.filter_in_depth * g.out_depth_per_group();
 }
 
-// 4 x 4 tiles of the forward output (the filter gradient's too); backprop input tiles dx.
+// 4 x 4 tiles of the pass's destination (the filter gradient's: the forward output's).
 int64_t Tiles(const ConvGeometry& g, bool forward) {
-  const int64_t rows = forward ? g.out_rows : g.in_rows, cols = forward ? g.out_cols : g.in_cols;
-  return g.batch * CeilDiv(rows, kOut) * CeilDiv(cols, kOut);
+  const Problem p = MakeProblem(g, forward);
+  return p.batch * CeilDiv(p.dst_rows, kOut) * CeilDiv(p.dst_cols, kOut);
 }
 
 }  // namespace
@@ -182,9 +178,13 @@ int64_t Tiles(const ConvGeometry& g, bool forward) {
 template <typename T>
 bool WinogradApplies(const ConvGeometry& g, bool forward) {
   if (!WinogradShape<T>(g, forward)) return false;
+  // The kind's filter transform, which the table leaves out where the direct sums are faster
+  // for every shape (bfloat16 on AMX tiles).
+  if (Kernels().winograd.filter[KindOf<T>()] == nullptr) return false;
   // A transformed filter past kLargeFilterFloats is written to memory and read back by the
   // GEMMs, which few tiles do not pay for (kLargeFilterMinTiles).
-  if (TransformedFilterFloats(g) > kLargeFilterFloats && Tiles(g, forward) < kLargeFilterMinTiles) {
+  if (TransformedFilterFloats(g) > kLargeFilterFloats &&
+      Tiles(g, forward) < kLargeFilterMinTiles) {
     return false;
   }
   // Direct sums on bfloat16 pairs beat Winograd's float GEMMs past kPairsMaxProduct.
