@@ -308,24 +308,47 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   if (merge && pairs && depth % 2 == 1) Note(Path::kBandedMergedStraddling);
   const int64_t unit_taps = merge ? g.filter_cols : 1;  // taps packed by one unit
   // panel[((grp * blocks + cb) * taps + FilterSlot(t)) * rows + r][j], as floats or
-  // bfloat16 pairs (merged: as above); each unit below clears its part first, so the
-  // workspace needs no clearing of its own.
-  Workspace panel_space(G * blocks * taps * rows * row_floats * sizeof(float));
-  float* const panel = panel_space.data<float>();
-  // Backprop input packs from w_t[t][k][ci].
-  const DirectedFilter<T> directed(w, forward, taps, FI, K, parallel_for);
+  // bfloat16 pairs (merged: as above), packed below into a workspace that needs no clearing
+  // of its own: each unit clears what its rows leave unwritten. Forward floats of one group
+  // whose output channels fill one column block exactly: the filter w[t][ci][k] already is
+  // that panel (taps in order, rows of nb columns), which the pass then reads in place,
+  // packing nothing (a pass over the filter less per call).
+  const bool filter_is_panel = forward && std::is_same_v<T, float> && G == 1 && K == nb;
+  const int64_t panel_floats = filter_is_panel ? 0 : G * blocks * taps * rows * row_floats;
+  Workspace panel_space(panel_floats * sizeof(float));
+  float* const packed = panel_space.data<float>();
+  const float* panel = packed;
+  if constexpr (std::is_same_v<T, float>) {
+    if (filter_is_panel) {
+      Note(Path::kForwardFilterIsPanel);
+      panel = w;
+    }
+  }
+  // Backprop input packs from w_t[t][k][ci], except for floats: their rows are transposed
+  // straight from w[t][ci][k] into the panel by 16 x 16 blocks (one pass over the filter
+  // instead of two; 3x3, 512 -> 512 channels over 1x14x14: the two took 21% of the time).
+  const bool transpose_in_pack = !forward && std::is_same_v<T, float>;
+  if (transpose_in_pack) Note(Path::kInputFilterTransposedInPack);
+  const DirectedFilter<T> directed(w, forward || transpose_in_pack, taps, FI, K, parallel_for);
   const T* const filter = directed.data();
+  const TransposeFn transpose32 = table.transpose32;
+  if (transpose_in_pack && src_group >= 16 && dst_group >= 16) NoteKernel(transpose32);
   // Packed in parallel, a unit per (group, tap or merged filter row, column block): a large
   // filter takes as long to pack as a small batch takes to convolve.
   const int64_t pack_units = taps / unit_taps;
-  parallel_for(G * blocks * pack_units, 2 * unit_taps * rows * nb, [&](int64_t begin, int64_t end) {
+  const auto pack = [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t grp = unit / (blocks * pack_units), pu = unit / blocks % pack_units;
       const int64_t cb = unit % blocks;
       const int64_t first = merge ? pu * unit_taps : FilterSlot(pu, g.filter_cols, reversed);
-      float* const out = panel + ((grp * blocks + cb) * taps + first) * rows * row_floats;
+      float* const out = packed + ((grp * blocks + cb) * taps + first) * rows * row_floats;
       const int64_t width = std::min<int64_t>(nb, dst_group - cb * nb);  // valid columns
-      std::fill(out, out + unit_taps * rows * row_floats, 0.0f);
+      // Cleared only where the rows below leave values unwritten: columns past the group's, a
+      // padded pixel's channel, the high half of an odd depth's last pair. (A low half stores
+      // its slot's high half as zero.)
+      if (width < nb || depth != src_group || rows != src_group) {
+        std::fill(out, out + unit_taps * rows * row_floats, 0.0f);
+      }
       uint32_t* const out32 = reinterpret_cast<uint32_t*>(out);
       // Slot by slot (FilterSlot maps a tap to its slot and back), so that a pair that
       // straddles two taps gets its low half (pack_halves stores it alone) before its high.
@@ -337,6 +360,24 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
         // columns. Floats: row m at out + m * nb. Pairs: the 32-bit slot (p, j) holds rows 2p
         // (low half) and 2p + 1.
         const int64_t m0 = (slot - first) * depth;
+        if constexpr (std::is_same_v<T, float>) {
+          if (transpose_in_pack) {
+            // Row m0 + r, column j: w[t][cb*nb + j][grp*Kg + r], whole blocks of 16 x 16
+            // through the in-register transpose, the edges element by element.
+            const float* const in = w + (t * FI + cb * nb) * K + grp * Kg;
+            float* const to = out + m0 * nb;
+            const int64_t r16 = src_group / 16 * 16, j16 = width / 16 * 16;
+            for (int64_t j = 0; j < j16; j += 16) {
+              for (int64_t r = 0; r < r16; r += 16) {
+                transpose32(in + j * K + r, K, to + r * nb + j, nb);
+              }
+            }
+            for (int64_t r = 0; r < src_group; ++r) {
+              for (int64_t j = r < r16 ? j16 : 0; j < width; ++j) to[r * nb + j] = in[j * K + r];
+            }
+            continue;
+          }
+        }
         const int64_t row_step = forward ? K : FI;  // from row r to row r + 1 of the tap
         const T* const in = forward ? filter + t * FI * K + grp * Kg + cb * nb
                                     : filter + (t * K + grp * Kg) * FI + cb * nb;
@@ -347,13 +388,16 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
             // The bits of a bfloat16 are its first (and only) member, a uint16_t.
             table.pack_halves(reinterpret_cast<const uint16_t*>(row), width, out32 + m / 2 * nb,
                               m % 2 == 1);
+          } else if constexpr (std::is_same_v<T, float>) {
+            std::memcpy(out + m * nb, row, width * sizeof(float));
           } else {
             for (int64_t j = 0; j < width; ++j) out[m * nb + j] = static_cast<float>(row[j]);
           }
         }
       }
     }
-  });
+  };
+  if (!filter_is_panel) parallel_for(G * blocks * pack_units, 2 * unit_taps * rows * nb, pack);
   int64_t chunk = std::max<int64_t>(
       16, std::min<int64_t>(src_group, kPanelFloats / std::max<int64_t>(1, taps * row_floats)));
   if (pairs) chunk += chunk % 2;  // chunks start at even rows of a pair panel

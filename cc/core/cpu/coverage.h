@@ -20,6 +20,7 @@ namespace cpu {
   X(kForwardBanded, "forward/banded")                                                         \
   X(kForwardBandedMerged, "forward/banded, filter-row taps merged")                           \
   X(kForwardIndirect, "forward/indirect")                                                     \
+  X(kForwardFilterIsPanel, "forward/float filter of one column block read as its own panel") \
   X(kForwardBandedStridedRows, "forward/AMX: strided, rows of one to three tiles, banded")    \
   X(kForwardDepthwise, "forward/depthwise rows")                                              \
   X(kForwardWinograd, "forward/Winograd F(4x4, 3x3)")                                         \
@@ -30,6 +31,7 @@ namespace cpu {
   X(kInputBanded, "backprop input/banded")                                                    \
   X(kInputBandedMerged, "backprop input/banded, filter-row taps merged")                      \
   X(kInputIndirect, "backprop input/indirect")                                                \
+  X(kInputFilterTransposedInPack, "backprop input/float filter transposed while packed")     \
   X(kInputDepthwise, "backprop input/depthwise rows")                                         \
   X(kInputWinograd, "backprop input/Winograd F(4x4, 3x3)")                                    \
   X(kInputSpaceToDepth, "backprop input/strided as stride 1 into a space-to-depth copy")      \
