@@ -1,9 +1,10 @@
 // Checks PullChunks (cc/core/cpu/pull_chunks.h), the ParallelFor of the TensorFlow glue, on a
 // pool of its own with the interface of TensorFlow's: every unit runs exactly once, in ranges
 // that cover [0, units) without overlap; no more threads work at once than PullChunksJobs
-// says (the caller among them, inside the pool or outside it), and a pass worth one thread
-// runs on the caller in one call; a pass of no units calls nothing; passes started from every
-// pool thread at once (a pass inside a pass) finish. Prints
+// says; a pass worth one thread runs on the caller in one call; a caller from outside the
+// pool runs no unit of a pass of more jobs, and a pool thread takes part in its own; a pass of
+// no units calls nothing; passes started from every pool thread at once (a pass inside a
+// pass) finish. Prints
 // "pull_chunks: N checks, M failed".
 #include <atomic>
 #include <chrono>
@@ -71,8 +72,8 @@ class Pool {
 };
 
 std::atomic<int> checks{0}, failed{0};  // Check runs on pool threads too
-// Passes of more than one job from a caller outside the pool, and those in which it ran units.
-std::atomic<int> shared_passes{0}, caller_worked{0};
+// Passes of more than one job from a pool thread, and those in which it ran units.
+std::atomic<int> inside_passes{0}, inside_worked{0};
 
 void Check(bool ok, const char* what, int threads, int64_t units, int64_t cost) {
   ++checks;
@@ -118,8 +119,11 @@ void CheckPass(Pool& pool, int64_t units, int64_t cost) {
     Check(calls.load() == 1 && on_caller.load() == 1, "one thread's pass: one call, on the caller",
           threads, units, cost);
   } else if (outside) {
-    shared_passes.fetch_add(1);
-    if (on_caller.load() > 0) caller_worked.fetch_add(1);
+    Check(on_caller.load() == 0, "a caller outside the pool leaves a shared pass to the pool",
+          threads, units, cost);
+  } else {
+    inside_passes.fetch_add(1);
+    if (on_caller.load() > 0) inside_worked.fetch_add(1);
   }
 }
 
@@ -163,10 +167,10 @@ int main() {
       std::_Exit(1);
     }
   }
-  // Whether the caller gets a chunk in a given pass depends on how fast the jobs start;
-  // over every pass, a caller that works gets some.
-  Check(shared_passes.load() > 0 && caller_worked.load() > 0,
-        "a caller outside the pool takes part", 0, 0, 0);
+  // Whether a pool thread gets a chunk of its own pass depends on how fast the jobs start;
+  // over every pass, one that works gets some.
+  Check(inside_passes.load() > 0 && inside_worked.load() > 0,
+        "a pool thread takes part in its own pass", 0, 0, 0);
   std::printf("pull_chunks: %d checks, %d failed\n", checks.load(), failed.load());
   return failed.load() == 0 ? 0 : 1;
 }
