@@ -228,9 +228,13 @@ def _cuda_home(nvcc):
 
 def _cuda_archs():
     text = os.environ.get("TF_OPS_CUDA_ARCHS", DEFAULT_CUDA_ARCHS)
-    archs = sorted({a.strip() for a in re.split(r"[;, ]+", text) if a.strip()}, key=int)
-    if not archs or not all(a.isdigit() and int(a) >= 50 for a in archs):
+    archs = {a.strip() for a in re.split(r"[;, ]+", text) if a.strip()}
+    if not archs or not all(a.isdigit() for a in archs):
         _stop(f"TF_OPS_CUDA_ARCHS={text!r}: give compute capabilities times ten, e.g. \"80;90\"")
+    archs = sorted(archs, key=int)
+    if int(archs[0]) < 80:
+        _stop(f"TF_OPS_CUDA_ARCHS={text!r}: the CUDA kernels use the tensor-core instructions of sm_80 "
+              "(Ampere) and newer; give 80 or above")
     return archs
 
 

@@ -3,13 +3,16 @@ catch (a missing barrier, a race, a tiled loop missing its second barrier, an un
 shared read, an out-of-bounds global write, a divergent barrier, an exit before a barrier, an
 order-dependent sum, a warp exchange without __syncwarp, a launch CUDA refuses), each caught;
 and correct kernels (barriers, shuffles, ballots, __syncwarp, dynamic shared memory) run with no
-report and the right values. Built with AddressSanitizer, which catches the global write."""
+report and the right values. The tensor-core product (mma.m16n8k16) follows PTX's fragment
+layout: fragments placed by PTX's per-element formulas give A B exactly, a misplaced one does
+not. Built with AddressSanitizer, which catches the global write."""
 import os
 import pathlib
 import re
 import subprocess
 import tempfile
 
+import numpy as np
 import tensorflow as tf
 
 import core_build
@@ -72,6 +75,21 @@ class CudaEmulatorTest(tf.test.TestCase):
         _, _, sums = self._run("shuffle_sum")
         values = [1.0 / (i + 1) + (1e4 if i % 7 == 0 else 0.0) for i in range(32)]
         self.assertAllClose([float.fromhex(sums[0])], [sum(values)], rtol=1e-6)
+
+    def test_mma_follows_ptx_fragment_layout(self):
+        a = np.array([[(16 * r + k) % 7 - 3 for k in range(16)] for r in range(16)], dtype=np.float64)
+        b = np.array([[(8 * k + c) % 5 - 2 for c in range(8)] for k in range(16)], dtype=np.float64)
+        want = a @ b + 0.5
+        for seed in (1, 2):
+            (code, output), reports, result = self._run("mma", seed)
+            self.assertEqual(code, 0, output[-2000:])
+            self.assertEqual(reports, [])
+            got = np.array([float.fromhex(v) for v in result[:128]]).reshape(16, 8)
+            self.assertAllEqual(got, want)
+        (code, output), reports, result = self._run("mma_swapped")
+        self.assertEqual((code, reports), (0, []))
+        got = np.array([float.fromhex(v) for v in result[:128]]).reshape(16, 8)
+        self.assertNotAllClose(got, want)
 
     def test_missing_barrier(self):
         self._caught("missing_barrier", r"'tile'\[\d+\] that (nothing wrote|thread .* wrote since the last barrier)")

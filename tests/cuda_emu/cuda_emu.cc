@@ -113,7 +113,7 @@ struct WarpState {
   bool draining = false;
   const char* file = nullptr;
   int line = 0;
-  uint64_t values[32] = {};
+  uint64_t values[32][kExchangeWords] = {};
 };
 
 struct State {
@@ -361,7 +361,10 @@ void SyncThreads(const char* file, int line) {
   f.wait = Wait::kNone;
 }
 
-void Exchange(unsigned mask, const void* value, size_t size, const char* file, int line, uint64_t out[32]) {
+// A warp collective: every lane of `mask` deposits `size` bytes (up to kExchangeWords words) of
+// `value`; once the whole mask has arrived, `out` gets every lane's words.
+void ExchangeWords(unsigned mask, const void* value, size_t size, const char* file, int line,
+                   uint64_t out[32][kExchangeWords]) {
   State& s = S();
   Fiber& f = *s.running;
   WarpState& w = s.warps[f.warp];
@@ -375,8 +378,8 @@ void Exchange(unsigned mask, const void* value, size_t size, const char* file, i
     Report(&f, "calls the warp collective at " + Site(file, line) + " while its warp is in the one at " +
                    Site(w.file, w.line));
   }
-  w.values[f.lane] = 0;
-  std::memcpy(&w.values[f.lane], value, size);
+  std::memset(w.values[f.lane], 0, sizeof(w.values[f.lane]));
+  std::memcpy(w.values[f.lane], value, size);
   w.arrived |= 1u << f.lane;
   while ((w.arrived & w.mask) != w.mask && !w.draining) {
     for (int lane = 0; lane < 32; ++lane) {
@@ -401,6 +404,44 @@ void Exchange(unsigned mask, const void* value, size_t size, const char* file, i
   }
   ++s.progress;
   f.wait = Wait::kNone;
+}
+
+void Exchange(unsigned mask, const void* value, size_t size, const char* file, int line, uint64_t out[32]) {
+  uint64_t all[32][kExchangeWords];
+  ExchangeWords(mask, value, size, file, line, all);
+  for (int lane = 0; lane < 32; ++lane) out[lane] = all[lane][0];
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: the warp's 16 x 16 A and 16 x 8 B gathered
+// from the lanes' fragments as PTX lays them out (lane = 4 g + q: A's words 0-3 hold rows g,
+// g + 8, g, g + 8 at columns 2q, 2q + 1, then 2q + 8, 2q + 9; B's words 0-1 column g at rows 2q,
+// 2q + 1, then 2q + 8, 2q + 9; D's four floats rows g, g, g + 8, g + 8 at columns 2q, 2q + 1),
+// the low half of a word the lower index. Products are exact in double; each D is rounded once.
+void Mma16816(bool bf16, float d[4], const uint32_t a[4], const uint32_t b[2], const char* file, int line) {
+  uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  uint64_t all[32][kExchangeWords];
+  ExchangeWords(0xffffffffu, mine, sizeof(mine), file, line, all);
+  const auto word = [&](int lane, int i) {
+    uint32_t v;
+    std::memcpy(&v, reinterpret_cast<const unsigned char*>(all[lane]) + 4 * i, 4);
+    return v;
+  };
+  const auto value = [&](uint32_t w, int half) {
+    const uint16_t bits = static_cast<uint16_t>(w >> (16 * half));
+    return bf16 ? static_cast<double>(__bfloat162float(__nv_bfloat16{bits}))
+                : static_cast<double>(__half2float(__half{bits}));
+  };
+  const int g = static_cast<int>(LaneId()) / 4, q = static_cast<int>(LaneId()) % 4;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + (i >= 2 ? 8 : 0), col = 2 * q + (i & 1);
+    double sum = d[i];
+    for (int k = 0; k < 16; ++k) {
+      const int a_lane = (row % 8) * 4 + (k % 8) / 2, a_word = (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
+      const int b_lane = col * 4 + (k % 8) / 2, b_word = k >= 8 ? 1 : 0;
+      sum += value(word(a_lane, a_word), k & 1) * value(word(b_lane, 4 + b_word), k & 1);
+    }
+    d[i] = static_cast<float>(sum);
+  }
 }
 
 void SyncWarp(unsigned mask, const char* file, int line) {

@@ -77,6 +77,11 @@ void SyncWarp(unsigned mask, const char* file, int line);
 // Warp collective: every lane of `mask` deposits `value` (up to 8 bytes); returns all 32
 // lanes' values once the whole mask has arrived.
 void Exchange(unsigned mask, const void* value, size_t size, const char* file, int line, uint64_t out[32]);
+// The widest deposit of a warp collective, in 8-byte words.
+constexpr int kExchangeWords = 4;
+// mma.sync.aligned.m16n8k16.row.col.f32 with f16 (bf16 = false) or bf16 operands: D += A B for
+// the warp, each lane holding its PTX fragments (4 words of A, 2 of B, 4 floats of D).
+void Mma16816(bool bf16, float d[4], const uint32_t a[4], const uint32_t b[2], const char* file, int line);
 unsigned LaneId();
 
 // Shared memory: the block's region for a declaration site (static: `bytes` of it; dynamic:
@@ -224,6 +229,9 @@ struct __half {
 struct __nv_bfloat16 {
   uint16_t bits;
 };
+
+inline unsigned short __half_as_ushort(__half h) { return h.bits; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.bits; }
 
 inline float __half2float(__half h) {
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;

@@ -136,4 +136,31 @@ __global__ void BallotAndDynamicShared(unsigned* out) {
   out[lane] = words[(lane + 1) % 32];
 }
 
+// Correct: one warp's tensor-core product D = A B (A 16 x 16, B 16 x 8, half; exact small
+// integers, A[r][k] = (16 r + k) % 7 - 3, B[k][c] = (8 k + c) % 5 - 2), each lane placing its
+// fragment elements where PTX's mma.m16n8k16 puts them (element i of A: row g + 8 (i / 2 % 2),
+// column 2 q + i % 2 + 8 (i / 4); of B: row 2 q + i % 2 + 8 (i / 2), column g; of D: row
+// g + 8 (i / 2), column 2 q + i % 2; lane = 4 g + q, element 2 j in word j's low half), writing
+// D row-major. `swap` exchanges A's words 1 and 2: the bug of a misplaced fragment.
+__global__ void MmaProduct(float* out, bool swap) {
+  const int lane = threadIdx.x, g = lane / 4, q = lane % 4;
+  const auto a_at = [](int r, int k) { return __float2half_rn(static_cast<float>((16 * r + k) % 7 - 3)); };
+  const auto b_at = [](int k, int c) { return __float2half_rn(static_cast<float>((8 * k + c) % 5 - 2)); };
+  uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t bits = tf_ops::gpu::Bits16(a_at(g + 8 * (i / 2 % 2), 2 * q + i % 2 + 8 * (i / 4)));
+    a[i / 2] |= bits << (16 * (i % 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    b[i / 2] |= tf_ops::gpu::Bits16(b_at(2 * q + i % 2 + 8 * (i / 2), g)) << (16 * (i % 2));
+  }
+  if (swap) {
+    const uint32_t t = a[1];
+    a[1] = a[2], a[2] = t;
+  }
+  float d[4] = {0.5f, 0.5f, 0.5f, 0.5f};  // D += A B: each sum starts at 0.5
+  tf_ops::gpu::Mma16816(d, a, b, __half());
+  for (int i = 0; i < 4; ++i) out[(g + 8 * (i / 2)) * 8 + 2 * q + i % 2] = d[i];
+}
+
 }  // namespace planted

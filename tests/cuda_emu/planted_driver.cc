@@ -58,6 +58,8 @@ int Main(int argc, char** argv) {
   } else if (name == "ballot") {
     e = Launch("BallotAndDynamicShared", BallotAndDynamicShared, dim3(1), dim3(32), 32 * sizeof(unsigned),
                nullptr, words.data());
+  } else if (name == "mma" || name == "mma_swapped") {
+    e = Launch("MmaProduct", MmaProduct, dim3(1), dim3(32), 0, nullptr, out.data(), name == "mma_swapped");
   } else if (name == "bad_launch") {
     e = Launch("RotateWithBarrier", RotateWithBarrier, dim3(1), dim3(2048), 0, nullptr, in.data(), out.data());
   } else {
