@@ -5,7 +5,7 @@ bitwise determinism, and timed against cuDNN.
 
     python3 tests/gpu/harness.py --lib LIB parity   every direction and type over the matrix
     python3 tests/gpu/harness.py --lib LIB small    the small cases, ours alone (for compute-sanitizer)
-    python3 tests/gpu/harness.py --lib LIB bench [--quick] [--out CSV]
+    python3 tests/gpu/harness.py --lib LIB bench [--quick] [--dtypes float16,...] [--out CSV]
 
 With --emulated, LIB is the same sources built by the host compiler with the CUDA emulator
 (tests/gpu/emulated.sh) and tensors stay on the CPU: the harness itself checked without a GPU.
@@ -248,7 +248,7 @@ def bench_shapes(quick):
     return shapes
 
 
-def bench(lib, out_path, quick):
+def bench(lib, out_path, quick, dtypes=("float32", "float16", "bfloat16")):
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     rows = ["shape,direction,dtype,ours_ms,cudnn_ms,ratio,ours_tflops"]
@@ -259,7 +259,7 @@ def bench(lib, out_path, quick):
         d = kw.get("dilation", 1)
         case = Case(fmt, n, hwc[0], hwc[1], hwc[2], *filt, (stride, stride), (d, d), padding)
         flops = 2.0 * n * case.oh * case.ow * case.k * case.kh * case.kw * case.fi
-        for dtype in ("float32", "float16", "bfloat16"):
+        for dtype in dtypes:
             t = DTYPES[dtype][1]
             x = torch.randn(case.x_shape(), device=DEVICE).to(t)
             w = torch.randn([case.kh, case.kw, case.fi, case.k], device=DEVICE).to(t)
@@ -301,6 +301,7 @@ def main():
     parser.add_argument("mode", choices=("parity", "small", "bench"))
     parser.add_argument("--out")
     parser.add_argument("--quick", action="store_true", help="bench: the quick shapes")
+    parser.add_argument("--dtypes", default="float32,float16,bfloat16", help="bench: the element types timed")
     parser.add_argument("--emulated", action="store_true", help="LIB runs the kernels under the emulator")
     args = parser.parse_args()
     global DEVICE
@@ -308,7 +309,10 @@ def main():
     lib = Library(args.lib)
     try:
         if args.mode == "bench":
-            return bench(lib, args.out, args.quick)
+            dtypes = args.dtypes.split(",")
+            if not set(dtypes) <= {"float32", "float16", "bfloat16"}:
+                parser.error(f"--dtypes {args.dtypes}: float32, float16 and bfloat16 are timed")
+            return bench(lib, args.out, args.quick, dtypes)
         return parity(lib, args.mode == "small")
     finally:
         synchronize()

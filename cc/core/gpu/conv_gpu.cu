@@ -5,16 +5,18 @@
 //   backprop input:   per stride-residue class (ch, cw) of input pixels,
 //                     C[m = (n, i, j)][col = ci]     = sum_{r = (tap a, tap b, k)} dy[..] w[..]
 //                     over the taps (kh, kw) that reach the class, so no inserted zero is read
-//   backprop filter:  C[m = (kh, kw, ci)][col = k]  = sum_{r = (n, oh, ow)} x[..] dy[..],
-//                     the reduction split into slices summed in order
+//   backprop filter:  C[m = (kh, kw, ci)][col = k]  = sum_{r = (n, oh, ow)} x[..] dy[..]
 // one group at a time (the grid's z index), every activation read through its layout's
-// strides, so NHWC and NCHW take the same code. A problem whose groups have at most
-// kDirectMaxCols columns (depthwise layers have one) runs in a direct kernel instead, one
-// thread per output summing over r in the same order.
+// strides, so NHWC and NCHW take the same code. A reduction too long for the launch's few
+// tiles is split into slices (fixed by the geometry), summed in slice order. The GEMM runs on tensor cores for half and
+// bfloat16 (mma.sync, float sums), on CUDA cores for the other types. A problem whose groups
+// have at most kDirectMaxCols columns (depthwise layers have one) runs in a direct kernel
+// instead, one thread per output summing over r in order.
 #include "cc/core/gpu/conv_gpu.h"
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "cc/core/gpu/cuda_compat.cuh"
 
@@ -34,10 +36,23 @@ static_assert(Tiling::kThreads == 256, "a 16 x 16 arrangement of threads");
 static_assert(Tiling::kTileK * Tiling::kTileM % Tiling::kThreads == 0, "whole loads per thread");
 static_assert(Tiling::kTileK * Tiling::kTileN % Tiling::kThreads == 0, "whole loads per thread");
 
-// The filter gradient's reduction is split into slices of at least this many output pixels
-// while the launch has fewer than kFilterTargetThreads threads.
-constexpr int64_t kFilterSliceMin = 1024;
-constexpr int64_t kFilterTargetThreads = 512 * Tiling::kThreads;
+// The tensor-core GEMM's (half and bfloat16): the same 64 x 64 tiles, four warps of 32 x 32,
+// the reduction kTileK at a time, kWords 32-bit words a row of a shared tile (kTileK / 2 pairs
+// and 4 words of padding).
+struct MmaTiling {
+  static constexpr int kTileM = Tiling::kTileM, kTileN = Tiling::kTileN, kTileK = 32, kThreads = 128;
+  static constexpr int kWords = kTileK / 2 + 4;
+};
+
+// Whether T's GEMM runs on tensor cores.
+template <typename T>
+constexpr bool kTensorCores = std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value;
+
+// A problem's reduction is split into slices of at least kSliceMin values while its launch has
+// fewer than kTargetThreads threads (a deep layer on small images has few rows and a long
+// reduction: without slices its few tiles would leave most of a GPU idle).
+constexpr int64_t kSliceMin = 256;
+constexpr int64_t kTargetThreads = 512 * Tiling::kThreads;
 constexpr int kReduceThreads = 256;
 
 // Groups with at most this many GEMM columns would fill at most an eighth of a tile's: those
@@ -134,38 +149,90 @@ __device__ __forceinline__ void Advance(const Sizes& s, Tap* t) {
   }
 }
 
-// The input value tap t of output pixel p reads in group grp's channel t.ci, or zero in the
-// padding: the factor of x that the forward and filter-gradient problems multiply.
-template <typename T>
-__device__ __forceinline__ typename Elem<T>::Acc InputAt(const T* x, const Sizes& s, const Strides& xs,
-                                                         const Pixel& p, const Tap& t, int64_t grp) {
-  const int64_t c = grp * s.fi + t.ci;
-  const int64_t ih = p.oh * s.stride_rows - s.pad_top + t.kh * s.dilation_rows;
-  const int64_t iw = p.ow * s.stride_cols - s.pad_left + t.kw * s.dilation_cols;
-  if (ih < 0 || ih >= s.in_rows || iw < 0 || iw >= s.in_cols) return typename Elem<T>::Acc(0);
-  return Elem<T>::Load(x[p.n * xs.n + ih * xs.h + iw * xs.w + c * xs.c]);
+// What every problem shares: its GEMM is M x N for each of `groups` groups, reducing over R,
+// and the reduction is split into `slices` slices of slice_len (fixed by the geometry and the
+// kernel): z = slice * groups + group, neighbouring z neighbouring groups. With one slice each
+// sum is written where it belongs (the problem's Write); with several, each slice's float (or
+// double) sums go to partial[z][m][col], and ReduceSlices adds them in slice order.
+template <typename Acc>
+struct Reduction {
+  int64_t M = 0, N = 0, R = 0;
+  int64_t groups = 1, slices = 1, slice_len = 0;
+  Acc* partial = nullptr;
+  __device__ int64_t Group(int64_t z) const { return z % groups; }
+  __device__ int64_t RBegin(int64_t z) const { return z / groups * slice_len; }
+  __device__ int64_t REnd(int64_t z) const {
+    const int64_t end = (z / groups + 1) * slice_len;
+    return end < R ? end : R;
+  }
+};
+
+// Every problem reads its two GEMM factors through cursors: A's for a row m, B's for a column,
+// each at a reduction index r that Next moves to r + 1. A cursor keeps the offset of the
+// element it reads, so that most steps add a stride instead of dividing r into its parts (the
+// direct sum and both GEMMs' loaders step the same cursors). A cursor may step past the
+// reduction's end or sit on a row or column past the matrix's: the callers do not read there.
+//
+// The input value that tap t of output pixel p reads in group grp (the forward's A and the
+// filter gradient's): its offset in x, and whether it lies inside the image (else it is zero).
+struct InputCursor {
+  Pixel p;
+  Tap t;
+  int64_t grp, iw, off;
+  bool row_in, in;
+};
+
+__device__ __forceinline__ void Place(const Sizes& s, const Strides& xs, InputCursor* c) {
+  const int64_t ih = c->p.oh * s.stride_rows - s.pad_top + c->t.kh * s.dilation_rows;
+  c->iw = c->p.ow * s.stride_cols - s.pad_left + c->t.kw * s.dilation_cols;
+  c->row_in = ih >= 0 && ih < s.in_rows;
+  c->in = c->row_in && c->iw >= 0 && c->iw < s.in_cols;
+  c->off = c->p.n * xs.n + ih * xs.h + c->iw * xs.w + (c->grp * s.fi + c->t.ci) * xs.c;
 }
 
 template <typename T>
-struct ForwardProblem {
+__device__ __forceinline__ T Zero() {
+  return Elem<T>::Store(typename Elem<T>::Acc(0));
+}
+
+template <typename T>
+__device__ __forceinline__ T InputValue(const T* x, const InputCursor& c) {
+  return c.in ? x[c.off] : Zero<T>();
+}
+
+template <typename T>
+struct ForwardProblem : Reduction<typename Elem<T>::Acc> {
+  using Type = T;
   using Acc = typename Elem<T>::Acc;
+  static constexpr bool kDirectSlices = false;  // see DirectSum
   const T* x;
   const T* w;
   T* y;
   Sizes s;
   Strides xs, ys;
-  int64_t M, N, R;
-  __device__ int64_t RBegin(int64_t) const { return 0; }
-  __device__ int64_t REnd(int64_t) const { return R; }
-  __device__ Acc A(int64_t grp, int64_t m, int64_t r) const {
-    const Pixel p = PixelOf(s, m);
-    const Tap t = TapOf(s, r);
-    return InputAt(x, s, xs, p, t, grp);
+  // A: output pixel m, stepping through the filter entries. B: w's offset.
+  using ACursor = InputCursor;
+  struct BCursor {
+    int64_t off;
+  };
+  __device__ ACursor AAt(int64_t z, int64_t m, int64_t r) const {
+    ACursor c{PixelOf(s, m), TapOf(s, r), this->Group(z), 0, 0, false, false};
+    Place(s, xs, &c);
+    return c;
   }
-  __device__ Acc B(int64_t grp, int64_t r, int64_t col) const {
-    return Elem<T>::Load(w[r * s.k + grp * s.kg + col]);
+  __device__ BCursor BAt(int64_t z, int64_t col, int64_t r) const { return {r * s.k + this->Group(z) * s.kg + col}; }
+  __device__ void Next(ACursor* c) const {
+    Advance(s, &c->t);
+    if (c->t.ci != 0) {
+      c->off += xs.c;
+    } else {
+      Place(s, xs, c);
+    }
   }
-  __device__ void Store(int64_t grp, int64_t m, int64_t col, Acc v) const {
+  __device__ void Next(BCursor* c) const { c->off += s.k; }
+  __device__ T A(const ACursor& c) const { return InputValue(x, c); }
+  __device__ T B(const BCursor& c) const { return w[c.off]; }
+  __device__ void Write(int64_t grp, int64_t m, int64_t col, Acc v) const {
     const Pixel p = PixelOf(s, m);
     y[p.n * ys.n + p.oh * ys.h + p.ow * ys.w + (grp * s.kg + col) * ys.c] = Elem<T>::Store(v);
   }
@@ -197,8 +264,10 @@ ClassTaps TapsOfClass(int64_t cls, int64_t taps, int64_t stride, int64_t dilatio
 }
 
 template <typename T>
-struct InputProblem {
+struct InputProblem : Reduction<typename Elem<T>::Acc> {
+  using Type = T;
   using Acc = typename Elem<T>::Acc;
+  static constexpr bool kDirectSlices = false;  // see DirectSum
   const T* w;
   const T* dy;
   T* dx;
@@ -207,11 +276,8 @@ struct InputProblem {
   int64_t class_rows, class_cols;  // the class's first input row and column
   int64_t rows, cols;              // members of the class along each dimension
   ClassTaps th, tw;
-  int64_t M, N, R;
-  __device__ int64_t RBegin(int64_t) const { return 0; }
-  __device__ int64_t REnd(int64_t) const { return R; }
   // Class member m: image n, row i, column j of the class. Reduction index r: the class's
-  // row tap a, column tap b, output-gradient channel k (k fastest), and the one after it.
+  // row tap a, column tap b, output-gradient channel k (k fastest).
   struct Member {
     int64_t n, i, j;
   };
@@ -223,108 +289,205 @@ struct InputProblem {
     return {n, i, j};
   }
   __device__ Term TermOf(int64_t r) const {
+    if (this->R == 0) return {0, 0, 0};  // a class no tap reaches: its sums are empty
     const int64_t k = r % s.kg, b = r / s.kg % tw.count, a = r / (s.kg * tw.count);
     return {a, b, k};
   }
-  __device__ void Advance(Term* t) const {
-    if (++t->k == s.kg) {
-      t->k = 0;
-      if (++t->b == tw.count) t->b = 0, ++t->a;
+  // The term after t; false where more than its channel moved.
+  __device__ bool Step(Term* t) const {
+    if (++t->k < s.kg) return true;
+    t->k = 0;
+    if (++t->b == tw.count) t->b = 0, ++t->a;
+    return false;
+  }
+  // A: dy of member e under term t (zero outside the output). B: the filter entry of term t
+  // for column (input channel) col.
+  struct ACursor {
+    Member e;
+    Term t;
+    int64_t grp, off;
+    bool in;
+  };
+  struct BCursor {
+    Term t;
+    int64_t grp, col, off;
+  };
+  __device__ void Place(ACursor* c) const {
+    const int64_t oh = th.base - c->t.a * th.delta + c->e.i, ow = tw.base - c->t.b * tw.delta + c->e.j;
+    c->in = oh >= 0 && oh < s.out_rows && ow >= 0 && ow < s.out_cols;
+    c->off = c->e.n * dys.n + oh * dys.h + ow * dys.w + (c->grp * s.kg + c->t.k) * dys.c;
+  }
+  __device__ void Place(BCursor* c) const {
+    const int64_t kh = th.first + c->t.a * th.step, kw = tw.first + c->t.b * tw.step;
+    c->off = ((kh * s.filter_cols + kw) * s.fi + c->col) * s.k + c->grp * s.kg + c->t.k;
+  }
+  __device__ ACursor AAt(int64_t z, int64_t m, int64_t r) const {
+    ACursor c{MemberOf(m), TermOf(r), this->Group(z), 0, false};
+    Place(&c);
+    return c;
+  }
+  __device__ BCursor BAt(int64_t z, int64_t col, int64_t r) const {
+    BCursor c{TermOf(r), this->Group(z), col, 0};
+    Place(&c);
+    return c;
+  }
+  __device__ void Next(ACursor* c) const {
+    if (Step(&c->t)) {
+      c->off += dys.c;
+    } else {
+      Place(c);
     }
   }
-  // The two factors of one product of group grp: dy, and the filter entry for column col.
-  __device__ Acc Dy(int64_t grp, const Member& e, const Term& t) const {
-    const int64_t oh = th.base - t.a * th.delta + e.i, ow = tw.base - t.b * tw.delta + e.j;
-    if (oh < 0 || oh >= s.out_rows || ow < 0 || ow >= s.out_cols) return Acc(0);
-    return Elem<T>::Load(dy[e.n * dys.n + oh * dys.h + ow * dys.w + (grp * s.kg + t.k) * dys.c]);
+  __device__ void Next(BCursor* c) const {
+    if (Step(&c->t)) {
+      ++c->off;
+    } else {
+      Place(c);
+    }
   }
-  __device__ Acc W(int64_t grp, const Term& t, int64_t col) const {
-    const int64_t kh = th.first + t.a * th.step, kw = tw.first + t.b * tw.step;
-    return Elem<T>::Load(w[((kh * s.filter_cols + kw) * s.fi + col) * s.k + grp * s.kg + t.k]);
-  }
-  __device__ Acc A(int64_t grp, int64_t m, int64_t r) const {
-    const Member e = MemberOf(m);
-    const Term t = TermOf(r);
-    return Dy(grp, e, t);
-  }
-  __device__ Acc B(int64_t grp, int64_t r, int64_t col) const { return W(grp, TermOf(r), col); }
-  __device__ void Store(int64_t grp, int64_t m, int64_t col, Acc v) const {
+  __device__ T A(const ACursor& c) const { return c.in ? dy[c.off] : Zero<T>(); }
+  __device__ T B(const BCursor& c) const { return w[c.off]; }
+  __device__ void Write(int64_t grp, int64_t m, int64_t col, Acc v) const {
     const Member e = MemberOf(m);
     const int64_t ih = class_rows + e.i * s.stride_rows, iw = class_cols + e.j * s.stride_cols;
     dx[e.n * dxs.n + ih * dxs.h + iw * dxs.w + (grp * s.fi + col) * dxs.c] = Elem<T>::Store(v);
   }
 };
 
-// z = slice * groups + group (neighbouring z, neighbouring channels). With one slice the
-// result goes to dw; with several, each slice's float (or double) sums go to
-// partial[z][m][col] for ReduceSlices.
 template <typename T>
-struct FilterProblem {
+struct FilterProblem : Reduction<typename Elem<T>::Acc> {
+  using Type = T;
   using Acc = typename Elem<T>::Acc;
+  static constexpr bool kDirectSlices = true;
   const T* x;
   const T* dy;
   T* dw;
-  Acc* partial;
   Sizes s;
   Strides xs, dys;
-  int64_t groups, slices, slice_len;
-  int64_t M, N, R;
-  __device__ int64_t RBegin(int64_t z) const { return z / groups * slice_len; }
-  __device__ int64_t REnd(int64_t z) const {
-    const int64_t end = (z / groups + 1) * slice_len;
-    return end < R ? end : R;
+  // A: filter entry m, stepping through the output pixels. B: dy at the pixel, in channel ch.
+  using ACursor = InputCursor;
+  struct BCursor {
+    Pixel p;
+    int64_t ch, off;
+  };
+  __device__ void Place(BCursor* c) const {
+    c->off = c->p.n * dys.n + c->p.oh * dys.h + c->p.ow * dys.w + c->ch * dys.c;
   }
-  // dy at pixel p for column col of group grp: the factor that multiplies InputAt's.
-  __device__ Acc Dy(int64_t grp, int64_t col, const Pixel& p) const {
-    return Elem<T>::Load(dy[p.n * dys.n + p.oh * dys.h + p.ow * dys.w + (grp * s.kg + col) * dys.c]);
+  __device__ ACursor AAt(int64_t z, int64_t m, int64_t r) const {
+    ACursor c{PixelOf(s, r), TapOf(s, m), this->Group(z), 0, 0, false, false};
+    ::tf_ops::gpu::Place(s, xs, &c);
+    return c;
   }
-  __device__ Acc A(int64_t z, int64_t m, int64_t r) const {
-    const int64_t grp = z % groups;
-    const Tap t = TapOf(s, m);
-    return InputAt(x, s, xs, PixelOf(s, r), t, grp);
+  __device__ BCursor BAt(int64_t z, int64_t col, int64_t r) const {
+    BCursor c{PixelOf(s, r), this->Group(z) * s.kg + col, 0};
+    Place(&c);
+    return c;
   }
-  __device__ Acc B(int64_t z, int64_t r, int64_t col) const {
-    const int64_t grp = z % groups;
-    return Dy(grp, col, PixelOf(s, r));
-  }
-  __device__ void Store(int64_t z, int64_t m, int64_t col, Acc v) const {
-    if (slices == 1) {
-      dw[m * s.k + z * s.kg + col] = Elem<T>::Store(v);
+  __device__ void Next(ACursor* c) const {
+    Advance(s, &c->p);
+    if (c->p.ow != 0) {
+      c->iw += s.stride_cols;
+      c->off += s.stride_cols * xs.w;
+      c->in = c->row_in && c->iw >= 0 && c->iw < s.in_cols;
     } else {
-      partial[(z * M + m) * N + col] = v;
+      ::tf_ops::gpu::Place(s, xs, c);
     }
+  }
+  __device__ void Next(BCursor* c) const {
+    Advance(s, &c->p);
+    if (c->p.ow != 0) {
+      c->off += dys.w;
+    } else {
+      Place(c);
+    }
+  }
+  __device__ T A(const ACursor& c) const { return InputValue(x, c); }
+  __device__ T B(const BCursor& c) const { return dy[c.off]; }
+  __device__ void Write(int64_t grp, int64_t m, int64_t col, Acc v) const {
+    dw[m * s.k + grp * s.kg + col] = Elem<T>::Store(v);
   }
 };
 
-// The GEMM: block b of the grid computes tile (b % m_tiles, b / m_tiles % n_tiles) of
-// problem z = b / (m_tiles * n_tiles). Each output is summed by one thread over r in order.
+// Output (z, m, col)'s sum over its slice of the reduction: the result, or the slice's part of it.
+template <typename Problem>
+__device__ __forceinline__ void StoreSum(const Problem& p, int64_t z, int64_t m, int64_t col,
+                                         typename Problem::Acc v) {
+  if (p.slices == 1) {
+    p.Write(z, m, col, v);
+  } else {
+    p.partial[(z * p.M + m) * p.N + col] = v;
+  }
+}
+
+// Block b of a GEMM grid computes tile (b % m_tiles, b / m_tiles % n_tiles) of problem
+// z = b / (m_tiles * n_tiles).
+struct TileOf {
+  int64_t m0, n0, z;
+  __device__ TileOf(int64_t m_tiles, int64_t n_tiles, int tile_m, int tile_n) {
+    const int64_t block = blockIdx.x;
+    m0 = block % m_tiles * tile_m, n0 = block / m_tiles % n_tiles * tile_n, z = block / (m_tiles * n_tiles);
+  }
+};
+
+// The loaders of both GEMM kernels: thread tid fills row tid % TM of A's tile and column tid % TM
+// of B's with the kRun consecutive reduction values from tid / TM * kRun of each step of TK
+// values: two cursor chains a thread, interleaved, stepping on past the other loaders' values.
+template <typename Problem, int TM, int TK, int kRun>
+struct Loader {
+  using T = typename Problem::Type;
+  const Problem& p;
+  int lrow, lk;
+  bool a_live, b_live;
+  int64_t r_end;
+  typename Problem::ACursor ac;
+  typename Problem::BCursor bc;
+  __device__ Loader(const Problem& problem, const TileOf& tile, int tid)
+      : p(problem),
+        lrow(tid % TM),
+        lk(tid / TM * kRun),
+        a_live(tile.m0 + lrow < p.M),
+        b_live(tile.n0 + lrow < p.N),
+        r_end(p.REnd(tile.z)),
+        ac(p.AAt(tile.z, tile.m0 + lrow, p.RBegin(tile.z) + lk)),
+        bc(p.BAt(tile.z, tile.n0 + lrow, p.RBegin(tile.z) + lk)) {}
+  // Calls take(i, a, b) with the loader's i-th values of A and B in the step from k0 (zero
+  // past the reduction's end or the matrix's edge).
+  template <typename Take>
+  __device__ __forceinline__ void Step(int64_t k0, const Take& take) {
+    TF_OPS_UNROLL
+    for (int i = 0; i < kRun; ++i, p.Next(&ac), p.Next(&bc)) {
+      const bool in_r = k0 + lk + i < r_end;
+      take(i, a_live && in_r ? p.A(ac) : Zero<T>(), b_live && in_r ? p.B(bc) : Zero<T>());
+    }
+    for (int i = kRun; i < TK; ++i) p.Next(&ac), p.Next(&bc);
+  }
+};
+
+// The GEMM on CUDA cores (float, double, int32). Each output is summed by one thread over r in
+// order.
 template <typename Problem>
 __global__ void __launch_bounds__(Tiling::kThreads) GemmKernel(Problem p, int64_t m_tiles, int64_t n_tiles) {
   using Acc = typename Problem::Acc;
+  using Type = typename Problem::Type;
+  using E = Elem<Type>;
   constexpr int TM = Tiling::kTileM, TN = Tiling::kTileN, TK = Tiling::kTileK, NT = Tiling::kThreads;
-  constexpr int RM = Tiling::kRowsPerThread, RN = Tiling::kColsPerThread;
+  constexpr int RM = Tiling::kRowsPerThread, RN = Tiling::kColsPerThread, kRun = TK * TM / NT;
+  static_assert(TM == TN && TK * TM % NT == 0, "one row of A and one column of B a loader");
   TF_OPS_SHARED(Acc, a_tile, TK * TM);
   TF_OPS_SHARED(Acc, b_tile, TK * TN);
   const int tid = static_cast<int>(threadIdx.x), tx = tid % 16, ty = tid / 16;
-  const int64_t block = blockIdx.x;
-  const int64_t m0 = block % m_tiles * TM, n0 = block / m_tiles % n_tiles * TN;
-  const int64_t z = block / (m_tiles * n_tiles);
+  const TileOf tile(m_tiles, n_tiles, TM, TN);
+  const int64_t z = tile.z, r_begin = p.RBegin(z), r_end = p.REnd(z);
+  Loader<Problem, TM, TK, kRun> loader(p, tile, tid);
   Acc acc[RM][RN];
   for (int i = 0; i < RM; ++i) {
     for (int j = 0; j < RN; ++j) acc[i][j] = Acc(0);
   }
-  const int64_t r_begin = p.RBegin(z), r_end = p.REnd(z);
   for (int64_t k0 = r_begin; k0 < r_end; k0 += TK) {
-    for (int l = 0; l < TK * TM / NT; ++l) {
-      const int idx = tid + l * NT, kk = idx / TM, mm = idx % TM;
-      const int64_t m = m0 + mm, r = k0 + kk;
-      a_tile[kk * TM + mm] = m < p.M && r < r_end ? p.A(z, m, r) : Acc(0);
-    }
-    for (int l = 0; l < TK * TN / NT; ++l) {
-      const int idx = tid + l * NT, kk = idx / TN, nn = idx % TN;
-      const int64_t n = n0 + nn, r = k0 + kk;
-      b_tile[kk * TN + nn] = n < p.N && r < r_end ? p.B(z, r, n) : Acc(0);
-    }
+    loader.Step(k0, [&](int i, Type a, Type b) {
+      a_tile[(loader.lk + i) * TM + loader.lrow] = E::Load(a);
+      b_tile[(loader.lk + i) * TN + loader.lrow] = E::Load(b);
+    });
     __syncthreads();
     for (int kk = 0; kk < TK; ++kk) {
       Acc a[RM], b[RN];
@@ -338,45 +501,139 @@ __global__ void __launch_bounds__(Tiling::kThreads) GemmKernel(Problem p, int64_
   }
   for (int i = 0; i < RM; ++i) {
     for (int j = 0; j < RN; ++j) {
-      const int64_t m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-      if (m < p.M && n < p.N) p.Store(z, m, n, acc[i][j]);
+      const int64_t m = tile.m0 + ty + 16 * i, n = tile.n0 + tx + 16 * j;
+      if (m < p.M && n < p.N) StoreSum(p, z, m, n, acc[i][j]);
+    }
+  }
+}
+
+// The GEMM on tensor cores (half, bfloat16; float sums). Warp w computes rows wm..wm + 32 and
+// columns wn..wn + 32 of the tile as 2 x 4 products of 16 x 8 (mma.m16n8k16), stepping along
+// r 16 at a time in order, so every output's sum has an order fixed by the geometry. The tiles
+// hold each row of A and each column of B as pairs of neighbouring reduction values (one 32-bit
+// word, the lower r in the low half), kWords words a row (padded: the fragments' reads hit 32
+// different banks). The loaders as the other GEMM's (half the threads taking all kTileK values
+// of A's rows and the other half B's columns, one cursor chain each, ran layers with unsplit
+// reductions 1.2x slower on an H200: ResNet's 1x1 forward, the batch-1 backprop input). The
+// next step's values are read from memory while this step's multiply.
+template <typename Problem>
+__global__ void __launch_bounds__(MmaTiling::kThreads) MmaKernel(Problem p, int64_t m_tiles, int64_t n_tiles) {
+  using T = typename Problem::Type;
+  constexpr int TM = MmaTiling::kTileM, TN = MmaTiling::kTileN, TK = MmaTiling::kTileK;
+  constexpr int NT = MmaTiling::kThreads, W = MmaTiling::kWords, kRun = TK * TM / NT;
+  static_assert(TM == TN && TK * TM % NT == 0 && kRun % 2 == 0, "one row of A and one column of B a loader");
+  static_assert(TM == 64 && TN == 64 && NT == 128 && TK % 16 == 0, "four warps of 32 x 32");
+  TF_OPS_SHARED(uint32_t, a_tile, TM * W);
+  TF_OPS_SHARED(uint32_t, b_tile, TN * W);
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
+  const int wm = warp % 2 * 32, wn = warp / 2 * 32;
+  const TileOf tile(m_tiles, n_tiles, TM, TN);
+  const int64_t z = tile.z, r_begin = p.RBegin(z), r_end = p.REnd(z);
+  Loader<Problem, TM, TK, kRun> loader(p, tile, tid);
+  uint32_t a_next[kRun / 2] = {}, b_next[kRun / 2] = {};
+  // The loader's values of the step from k0, in pairs (the lower r in the low half).
+  const auto fetch = [&](int64_t k0) {
+    loader.Step(k0, [&](int i, T a, T b) {
+      const int shift = 16 * (i % 2);
+      a_next[i / 2] = (i % 2 ? a_next[i / 2] : 0u) | Bits16(a) << shift;
+      b_next[i / 2] = (i % 2 ? b_next[i / 2] : 0u) | Bits16(b) << shift;
+    });
+  };
+  float acc[2][4][4];
+  TF_OPS_UNROLL
+  for (int mi = 0; mi < 2; ++mi) {
+    TF_OPS_UNROLL
+    for (int ni = 0; ni < 4; ++ni) {
+      TF_OPS_UNROLL
+      for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
+    }
+  }
+  if (r_begin < r_end) fetch(r_begin);
+  for (int64_t k0 = r_begin; k0 < r_end; k0 += TK) {
+    __syncthreads();  // the last step's fragments are read
+    TF_OPS_UNROLL
+    for (int i = 0; i < kRun / 2; ++i) {
+      a_tile[loader.lrow * W + loader.lk / 2 + i] = a_next[i];
+      b_tile[loader.lrow * W + loader.lk / 2 + i] = b_next[i];
+    }
+    __syncthreads();
+    if (k0 + TK < r_end) fetch(k0 + TK);
+    TF_OPS_UNROLL
+    for (int ks = 0; ks < TK / 2; ks += 8) {  // 16 reduction values: 8 words
+      uint32_t af[2][4], bf[4][2];
+      TF_OPS_UNROLL
+      for (int mi = 0; mi < 2; ++mi) {
+        const int row = wm + 16 * mi + g;
+        af[mi][0] = a_tile[row * W + ks + q];
+        af[mi][1] = a_tile[(row + 8) * W + ks + q];
+        af[mi][2] = a_tile[row * W + ks + 4 + q];
+        af[mi][3] = a_tile[(row + 8) * W + ks + 4 + q];
+      }
+      TF_OPS_UNROLL
+      for (int ni = 0; ni < 4; ++ni) {
+        const int col = wn + 8 * ni + g;
+        bf[ni][0] = b_tile[col * W + ks + q];
+        bf[ni][1] = b_tile[col * W + ks + 4 + q];
+      }
+      TF_OPS_UNROLL
+      for (int mi = 0; mi < 2; ++mi) {
+        TF_OPS_UNROLL
+        for (int ni = 0; ni < 4; ++ni) Mma16816(acc[mi][ni], af[mi], bf[ni], T());
+      }
+    }
+  }
+  TF_OPS_UNROLL
+  for (int mi = 0; mi < 2; ++mi) {
+    TF_OPS_UNROLL
+    for (int ni = 0; ni < 4; ++ni) {
+      TF_OPS_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        const int64_t m = tile.m0 + wm + 16 * mi + g + 8 * (i / 2), n = tile.n0 + wn + 8 * ni + 2 * q + i % 2;
+        if (m < p.M && n < p.N) StoreSum(p, z, m, n, acc[mi][ni][i]);
+      }
     }
   }
 }
 
 // Output (z, m, col) of a problem: the sum, in order over r from RBegin(z) to REnd(z), of
-// A(z, m, r) * B(z, r, col), as a GEMM thread sums it. Each problem's overload steps the
-// parts of r along (the filter entry forward, the taps and channel backprop input, the pixel
-// for the filter gradient) instead of dividing them out of r at every step.
+// A(z, m, r) * B(z, r, col), as a GEMM thread on CUDA cores sums it.
+template <typename Problem>
+__device__ typename Problem::Acc DirectSum(const Problem& p, int64_t z, int64_t m, int64_t col) {
+  using E = Elem<typename Problem::Type>;
+  const int64_t r_begin = p.RBegin(z), r_end = p.REnd(z);
+  auto a = p.AAt(z, m, r_begin);
+  auto b = p.BAt(z, col, r_begin);
+  typename Problem::Acc acc(0);
+  for (int64_t r = r_begin; r < r_end; ++r, p.Next(&a), p.Next(&b)) acc += E::Load(p.A(a)) * E::Load(p.B(b));
+  return acc;
+}
+
+// The direct kernel's sums for forward and backprop input: launched with one slice (Run), so z
+// is the group and the sum runs over the whole reduction from its first index; they step the
+// reduction's indices alone and place each product's factors anew from them. These kernels
+// (depthwise layers, bound by memory) need the occupancy: with two cursors, or dividing a
+// slice's first index into its parts, they took 54-62 registers a thread instead of 32-38,
+// and ran MobileNet's depthwise forward and backprop input 1.2-1.6x slower on an H200.
 template <typename T>
 __device__ typename Elem<T>::Acc DirectSum(const ForwardProblem<T>& p, int64_t grp, int64_t m, int64_t col) {
-  const Pixel px = PixelOf(p.s, m);
-  Tap t = {0, 0, 0};
+  InputCursor a{PixelOf(p.s, m), Tap{0, 0, 0}, grp, 0, 0, false, false};
   typename Elem<T>::Acc acc(0);
-  for (int64_t r = 0; r < p.R; ++r, Advance(p.s, &t)) {
-    acc += InputAt(p.x, p.s, p.xs, px, t, grp) * p.B(grp, r, col);
+  for (int64_t r = 0; r < p.R; ++r, Advance(p.s, &a.t)) {
+    Place(p.s, p.xs, &a);
+    acc += Elem<T>::Load(p.A(a)) * Elem<T>::Load(p.w[r * p.s.k + grp * p.s.kg + col]);
   }
   return acc;
 }
 
 template <typename T>
 __device__ typename Elem<T>::Acc DirectSum(const InputProblem<T>& p, int64_t grp, int64_t m, int64_t col) {
-  const typename InputProblem<T>::Member e = p.MemberOf(m);
-  typename InputProblem<T>::Term t = {0, 0, 0};
+  typename InputProblem<T>::ACursor a{p.MemberOf(m), {0, 0, 0}, grp, 0, false};
+  typename InputProblem<T>::BCursor b{a.t, grp, col, 0};
   typename Elem<T>::Acc acc(0);
-  for (int64_t r = 0; r < p.R; ++r, p.Advance(&t)) acc += p.Dy(grp, e, t) * p.W(grp, t, col);
-  return acc;
-}
-
-template <typename T>
-__device__ typename Elem<T>::Acc DirectSum(const FilterProblem<T>& p, int64_t z, int64_t m, int64_t col) {
-  const int64_t grp = z % p.groups;
-  const Tap t = TapOf(p.s, m);
-  const int64_t r_begin = p.RBegin(z), r_end = p.REnd(z);
-  Pixel px = PixelOf(p.s, r_begin);
-  typename Elem<T>::Acc acc(0);
-  for (int64_t r = r_begin; r < r_end; ++r, Advance(p.s, &px)) {
-    acc += InputAt(p.x, p.s, p.xs, px, t, grp) * p.Dy(grp, col, px);
+  for (int64_t r = 0; r < p.R; ++r, p.Step(&a.t)) {
+    b.t = a.t;
+    p.Place(&a), p.Place(&b);
+    acc += Elem<T>::Load(p.A(a)) * Elem<T>::Load(p.B(b));
   }
   return acc;
 }
@@ -388,7 +645,7 @@ __device__ __forceinline__ void DirectThread(const Problem& p, int64_t zs) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kDirectThreads + threadIdx.x;
   if (i >= p.M * zs * p.N) return;
   const int64_t col = i % p.N, z = i / p.N % zs, m = i / (p.N * zs);
-  p.Store(z, m, col, DirectSum(p, z, m, col));
+  StoreSum(p, z, m, col, DirectSum(p, z, m, col));
 }
 
 template <typename Problem>
@@ -417,17 +674,16 @@ auto DirectKernelFor(const FilterProblem<T>&) {
   return DirectFilterKernel<T>;
 }
 
-// dw[m][grp * kg + col] = the sum over slices s, in order, of partial[s][grp][m][col].
-template <typename T>
-__global__ void __launch_bounds__(kReduceThreads) ReduceSlices(const typename Elem<T>::Acc* partial, T* dw,
-                                                               int64_t groups, int64_t slices, int64_t M,
-                                                               int64_t kg) {
+// Output (grp, m, col) of a sliced problem: the sum over slices s, in order, of
+// partial[s * groups + grp][m][col].
+template <typename Problem>
+__global__ void __launch_bounds__(kReduceThreads) ReduceSlices(Problem p) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
-  if (i >= groups * M * kg) return;
-  const int64_t col = i % kg, m = i / kg % M, grp = i / (kg * M);
-  typename Elem<T>::Acc sum = partial[(grp * M + m) * kg + col];
-  for (int64_t s = 1; s < slices; ++s) sum += partial[((s * groups + grp) * M + m) * kg + col];
-  dw[m * kg * groups + grp * kg + col] = Elem<T>::Store(sum);
+  if (i >= p.groups * p.M * p.N) return;
+  const int64_t col = i % p.N, m = i / p.N % p.M, grp = i / (p.N * p.M);
+  typename Problem::Acc sum = p.partial[(grp * p.M + m) * p.N + col];
+  for (int64_t s = 1; s < p.slices; ++s) sum += p.partial[((s * p.groups + grp) * p.M + m) * p.N + col];
+  p.Write(grp, m, col, sum);
 }
 
 std::string LaunchError(const char* kernel, cudaError_t e) {
@@ -448,27 +704,51 @@ struct LaunchShape {
   int64_t m_tiles, n_tiles, blocks, block_threads;
   int64_t threads() const { return blocks * block_threads; }
 };
-LaunchShape ShapeOf(int64_t M, int64_t N, int64_t zs, bool direct) {
+LaunchShape ShapeOf(int64_t M, int64_t N, int64_t zs, bool direct, bool tensor_cores) {
   const int64_t m_tiles = CeilDiv(M, Tiling::kTileM), n_tiles = CeilDiv(N, Tiling::kTileN);
   if (direct) return {m_tiles, n_tiles, CeilDiv(M * zs * N, kDirectThreads), kDirectThreads};
-  return {m_tiles, n_tiles, m_tiles * n_tiles * zs, Tiling::kThreads};
+  return {m_tiles, n_tiles, m_tiles * n_tiles * zs, tensor_cores ? MmaTiling::kThreads : Tiling::kThreads};
 }
 
-// Runs `p` over `zs` problems (groups, or slices x groups), in the direct kernel or the GEMM.
+// Runs `p` (its M, N, R and groups set) in the direct kernel or the GEMM, its reduction split
+// into slices fixed by the geometry and the kernel: enough threads to fill a GPU, each slice at
+// least kSliceMin values long (one slice where no workspace is had, and in the direct kernel
+// where the problem's kDirectSlices says so); then adds the slices.
 template <typename Problem>
-std::string Run(const Problem& p, int64_t zs, bool direct, Stream stream) {
-  if (p.M <= 0 || p.N <= 0 || zs <= 0) return "";
-  const LaunchShape shape = ShapeOf(p.M, p.N, zs, direct);
+std::string Run(Problem p, bool direct, Stream stream, const WorkspaceFn& workspace) {
+  using Acc = typename Problem::Acc;
+  constexpr bool tensor_cores = kTensorCores<typename Problem::Type>;
+  if (p.M <= 0 || p.N <= 0 || p.groups <= 0) return "";
+  const int64_t threads = ShapeOf(p.M, p.N, p.groups, direct, tensor_cores).threads();  // of one slice
+  p.slices = std::max<int64_t>(1, std::min(CeilDiv(p.R, kSliceMin), kTargetThreads / threads));
+  if (direct && !Problem::kDirectSlices) p.slices = 1;
+  if (p.slices > 1) {
+    p.partial = static_cast<Acc*>(workspace ? workspace(p.groups * p.slices * p.M * p.N * sizeof(Acc)) : nullptr);
+    if (p.partial == nullptr) p.slices = 1;
+  }
+  p.slice_len = CeilDiv(p.R, p.slices);
+  if (p.R > 0) p.slices = CeilDiv(p.R, p.slice_len);  // no empty slice
+  const LaunchShape shape = ShapeOf(p.M, p.N, p.slices * p.groups, direct, tensor_cores);
   if (shape.blocks > 0x7fffffff) {
     return "tf_ops: the convolution needs " + std::to_string(shape.blocks) +
            " thread blocks, more than a CUDA grid holds (2**31 - 1)";
   }
   const dim3 grid(static_cast<unsigned>(shape.blocks)), block(static_cast<unsigned>(shape.block_threads));
-  const char* name = direct ? "DirectKernel" : "GemmKernel";
-  const cudaError_t e = direct ? Launch(name, DirectKernelFor(p), grid, block, 0, stream, p, zs)
-                               : Launch(name, GemmKernel<Problem>, grid, block, 0, stream, p,
-                                        shape.m_tiles, shape.n_tiles);
-  return e == cudaSuccess ? "" : LaunchError(name, e);
+  const char* name = direct ? "DirectKernel" : tensor_cores ? "MmaKernel" : "GemmKernel";
+  cudaError_t e;
+  if (direct) {
+    e = Launch(name, DirectKernelFor(p), grid, block, 0, stream, p, p.slices * p.groups);
+  } else if constexpr (tensor_cores) {
+    e = Launch(name, MmaKernel<Problem>, grid, block, 0, stream, p, shape.m_tiles, shape.n_tiles);
+  } else {
+    e = Launch(name, GemmKernel<Problem>, grid, block, 0, stream, p, shape.m_tiles, shape.n_tiles);
+  }
+  if (e != cudaSuccess) return LaunchError(name, e);
+  if (p.slices == 1) return "";
+  const int64_t outputs = p.groups * p.M * p.N;
+  e = Launch("ReduceSlices", ReduceSlices<Problem>, dim3(static_cast<unsigned>(CeilDiv(outputs, kReduceThreads))),
+             dim3(kReduceThreads), 0, stream, p);
+  return e == cudaSuccess ? "" : LaunchError("ReduceSlices", e);
 }
 
 std::string Zero(void* out, int64_t bytes, Stream stream) {
@@ -478,27 +758,28 @@ std::string Zero(void* out, int64_t bytes, Stream stream) {
 
 template <typename T>
 std::string Forward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y, Stream stream,
-                    Kernel kernel) {
+                    const WorkspaceFn& workspace, Kernel kernel) {
   if (g.output_elements() == 0) return "";
   if (g.input_elements() == 0 || g.filter_elements() == 0) return Zero(y, g.output_elements() * sizeof(T), stream);
-  ForwardProblem<T> p{x, w, y, ToSizes(g),
-                      ToStrides(StridesFor(layout, g.in_rows, g.in_cols, g.in_depth)),
-                      ToStrides(StridesFor(layout, g.out_rows, g.out_cols, g.out_depth)),
-                      g.batch * g.out_rows * g.out_cols, g.out_depth_per_group(),
-                      g.filter_rows * g.filter_cols * g.filter_in_depth};
-  return Run(p, g.groups, Direct(kernel, p.N), stream);
+  ForwardProblem<T> p{};
+  p.x = x, p.w = w, p.y = y, p.s = ToSizes(g);
+  p.xs = ToStrides(StridesFor(layout, g.in_rows, g.in_cols, g.in_depth));
+  p.ys = ToStrides(StridesFor(layout, g.out_rows, g.out_cols, g.out_depth));
+  p.M = g.batch * g.out_rows * g.out_cols, p.N = g.out_depth_per_group();
+  p.R = g.filter_rows * g.filter_cols * g.filter_in_depth, p.groups = g.groups;
+  return Run(p, Direct(kernel, p.N), stream, workspace);
 }
 
 template <typename T>
 std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
-                          Stream stream, Kernel kernel) {
+                          Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
   if (g.input_elements() == 0) return "";
   if (g.output_elements() == 0 || g.filter_elements() == 0) return Zero(dx, g.input_elements() * sizeof(T), stream);
   InputProblem<T> p{};
   p.w = w, p.dy = dy, p.dx = dx, p.s = ToSizes(g);
   p.dys = ToStrides(StridesFor(layout, g.out_rows, g.out_cols, g.out_depth));
   p.dxs = ToStrides(StridesFor(layout, g.in_rows, g.in_cols, g.in_depth));
-  p.N = g.filter_in_depth;
+  p.N = g.filter_in_depth, p.groups = g.groups;
   // One launch per residue class of input rows and columns.
   for (int64_t ch = 0; ch < std::min(g.stride_rows, g.in_rows); ++ch) {
     for (int64_t cw = 0; cw < std::min(g.stride_cols, g.in_cols); ++cw) {
@@ -508,7 +789,7 @@ std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, cons
       p.tw = TapsOfClass(cw, g.filter_cols, g.stride_cols, g.dilation_cols, g.pad_left);
       p.M = g.batch * p.rows * p.cols;
       p.R = p.th.count * p.tw.count * g.out_depth_per_group();
-      const std::string err = Run(p, g.groups, Direct(kernel, p.N), stream);
+      const std::string err = Run(p, Direct(kernel, p.N), stream, workspace);
       if (!err.empty()) return err;
     }
   }
@@ -518,7 +799,6 @@ std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, cons
 template <typename T>
 std::string BackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
                            Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
-  using Acc = typename Elem<T>::Acc;
   if (g.filter_elements() == 0) return "";
   if (g.input_elements() == 0 || g.output_elements() == 0) return Zero(dw, g.filter_elements() * sizeof(T), stream);
   FilterProblem<T> p{};
@@ -529,23 +809,7 @@ std::string BackpropFilter(const ConvGeometry& g, Layout layout, const T* x, con
   p.N = g.out_depth_per_group();
   p.R = g.batch * g.out_rows * g.out_cols;
   p.groups = g.groups;
-  // Slices of the reduction, fixed by the geometry and the kernel: enough threads to fill a
-  // GPU, each slice at least kFilterSliceMin pixels long.
-  const bool direct = Direct(kernel, p.N);
-  const int64_t threads = ShapeOf(p.M, p.N, g.groups, direct).threads();  // of one slice
-  p.slices = std::max<int64_t>(1, std::min(CeilDiv(p.R, kFilterSliceMin), kFilterTargetThreads / threads));
-  if (p.slices > 1) {
-    p.partial = static_cast<Acc*>(workspace ? workspace(g.groups * p.slices * p.M * p.N * sizeof(Acc)) : nullptr);
-    if (p.partial == nullptr) p.slices = 1;
-  }
-  p.slice_len = CeilDiv(p.R, p.slices);
-  p.slices = CeilDiv(p.R, p.slice_len);  // no empty slice
-  std::string err = Run(p, p.slices * g.groups, direct, stream);
-  if (!err.empty() || p.slices == 1) return err;
-  const int64_t outputs = g.groups * p.M * p.N;
-  const cudaError_t e = Launch("ReduceSlices", ReduceSlices<T>, dim3(static_cast<unsigned>(CeilDiv(outputs, kReduceThreads))),
-                               dim3(kReduceThreads), 0, stream, p.partial, dw, g.groups, p.slices, p.M, p.N);
-  return e == cudaSuccess ? "" : LaunchError("ReduceSlices", e);
+  return Run(p, Direct(kernel, p.N), stream, workspace);
 }
 
 template <template <typename> class Fn, typename... Args>
@@ -563,17 +827,17 @@ std::string ByDtype(Dtype dtype, Args&&... args) {
 template <typename T>
 struct ForwardFn {
   static std::string Run(const ConvGeometry& g, Layout layout, const void* x, const void* w, void* y,
-                         Stream stream, Kernel kernel) {
+                         Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
     return Forward<T>(g, layout, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), stream,
-                      kernel);
+                      workspace, kernel);
   }
 };
 template <typename T>
 struct InputFn {
   static std::string Run(const ConvGeometry& g, Layout layout, const void* w, const void* dy, void* dx,
-                         Stream stream, Kernel kernel) {
+                         Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
     return BackpropInput<T>(g, layout, static_cast<const T*>(w), static_cast<const T*>(dy), static_cast<T*>(dx),
-                            stream, kernel);
+                            stream, workspace, kernel);
   }
 };
 template <typename T>
@@ -588,14 +852,14 @@ struct FilterFn {
 }  // namespace
 
 std::string ConvForward(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
-                        const void* w, void* y, Stream stream, const WorkspaceFn&, Kernel kernel) {
-  return ByDtype<ForwardFn>(dtype, g, layout, x, w, y, stream, kernel);
+                        const void* w, void* y, Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
+  return ByDtype<ForwardFn>(dtype, g, layout, x, w, y, stream, workspace, kernel);
 }
 
 std::string ConvBackpropInput(Dtype dtype, const ConvGeometry& g, Layout layout, const void* w,
-                              const void* dy, void* dx, Stream stream, const WorkspaceFn&,
+                              const void* dy, void* dx, Stream stream, const WorkspaceFn& workspace,
                               Kernel kernel) {
-  return ByDtype<InputFn>(dtype, g, layout, w, dy, dx, stream, kernel);
+  return ByDtype<InputFn>(dtype, g, layout, w, dy, dx, stream, workspace, kernel);
 }
 
 std::string ConvBackpropFilter(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,

@@ -6,15 +6,16 @@
 // CUDA's `cudaStream_t` (a CUstream_st*), the tensors are device pointers of the given type
 // (activations in `layout`, filters [KH, KW, FI, K]).
 //
-// Every output element is summed by one thread in an order fixed by the geometry (the filter
-// gradient's reduction is split into a fixed number of slices by the geometry alone, added in
-// order), so results are bitwise the same on every run. Backprop input runs one launch per
-// stride-residue class of input pixels, through the filter taps that reach that class only: no
-// multiply touches an inserted zero. Index arithmetic is 64-bit.
+// Every output element is summed in an order fixed by the geometry, by one thread or by one
+// warp's tensor-core steps (a long reduction is split into a number of slices fixed by the
+// geometry and the kernel, added in order), so results are bitwise the same on every run.
+// Backprop input runs one launch per stride-residue class of input pixels, through the filter
+// taps that reach that class only: no multiply touches an inserted zero. Index arithmetic is
+// 64-bit.
 //
-// Two kernels compute the same sums: a tiled GEMM, and a direct kernel with one thread per
-// output for the problems whose groups have so few output columns (a depthwise layer: one)
-// that most of a GEMM tile would sit idle.
+// Two kernels compute the same sums: a tiled GEMM (on tensor cores for half and bfloat16, sm_80
+// and newer), and a direct kernel with one thread per output for the problems whose groups have
+// so few output columns (a depthwise layer: one) that most of a GEMM tile would sit idle.
 #ifndef TF_OPS_CC_CORE_GPU_CONV_GPU_H_
 #define TF_OPS_CC_CORE_GPU_CONV_GPU_H_
 
