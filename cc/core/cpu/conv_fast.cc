@@ -362,19 +362,9 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
         const int64_t m0 = (slot - first) * depth;
         if constexpr (std::is_same_v<T, float>) {
           if (transpose_in_pack) {
-            // Row m0 + r, column j: w[t][cb*nb + j][grp*Kg + r], whole blocks of 16 x 16
-            // through the in-register transpose, the edges element by element.
-            const float* const in = w + (t * FI + cb * nb) * K + grp * Kg;
-            float* const to = out + m0 * nb;
-            const int64_t r16 = src_group / 16 * 16, j16 = width / 16 * 16;
-            for (int64_t j = 0; j < j16; j += 16) {
-              for (int64_t r = 0; r < r16; r += 16) {
-                transpose32(in + j * K + r, K, to + r * nb + j, nb);
-              }
-            }
-            for (int64_t r = 0; r < src_group; ++r) {
-              for (int64_t j = r < r16 ? j16 : 0; j < width; ++j) to[r * nb + j] = in[j * K + r];
-            }
+            // Row m0 + r, column j: w[t][cb*nb + j][grp*Kg + r].
+            TransposeTile(w + (t * FI + cb * nb) * K + grp * Kg, K, width, src_group, out + m0 * nb, nb,
+                          transpose32);
             continue;
           }
         }

@@ -216,9 +216,25 @@ class Workspace {
 // not depend on the number of threads.
 constexpr int64_t kMinUnits = 16;
 
+// dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols: whole 16 x 16
+// blocks through `block` (the instruction set's in-register transpose), the edges element by
+// element.
+template <typename T>
+void TransposeTile(const T* src, int64_t src_stride, int64_t rows, int64_t cols, T* dst, int64_t dst_stride,
+                   TransposeFn block) {
+  const int64_t r16 = rows / 16 * 16, c16 = cols / 16 * 16;
+  for (int64_t r = 0; r < r16; r += 16) {
+    for (int64_t c = 0; c < c16; c += 16) {
+      block(src + r * src_stride + c, src_stride, dst + c * dst_stride + r, dst_stride);
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t r = c < c16 ? r16 : 0; r < rows; ++r) dst[c * dst_stride + r] = src[r * src_stride + c];
+  }
+}
+
 // dst[i][c][r] = src[i][r][c] for `images` images of rows x cols: between NHWC ([rows =
-// pixels][cols = channels]) and NCHW. Whole 16 x 16 blocks go through the instruction
-// set's in-register transpose, the edges element by element.
+// pixels][cols = channels]) and NCHW, by tiles of up to 64 x 64 (TransposeTile).
 template <typename T>
 void Transpose(const T* src, int64_t images, int64_t rows, int64_t cols, T* dst,
                const ParallelFor& parallel_for) {
@@ -235,14 +251,7 @@ void Transpose(const T* src, int64_t images, int64_t rows, int64_t cols, T* dst,
       T* d = dst + image * rows * cols;
       const int64_t r0 = b / col_blocks * kBlock, c0 = b % col_blocks * kBlock;
       const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
-      const int64_t r16 = r0 + (r1 - r0) / 16 * 16, c16 = c0 + (c1 - c0) / 16 * 16;
-      for (int64_t r = r0; r < r16; r += 16) {
-        for (int64_t c = c0; c < c16; c += 16) block(s + r * cols + c, cols, d + c * rows + r, rows);
-      }
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t from = c < c16 ? r16 : r0;
-        for (int64_t r = from; r < r1; ++r) d[c * rows + r] = s[r * cols + c];
-      }
+      TransposeTile(s + r0 * cols + c0, cols, r1 - r0, c1 - c0, d + c0 * rows + r0, rows, block);
     }
   });
 }
