@@ -8,10 +8,10 @@
 //   backprop filter:  C[m = (kh, kw, ci)][col = k]  = sum_{r = (n, oh, ow)} x[..] dy[..]
 // one group at a time (the grid's z index), every activation read through its layout's
 // strides, so NHWC and NCHW take the same code. A reduction too long for the launch's few
-// tiles is split into slices (fixed by the geometry), summed in slice order. The GEMM runs on tensor cores for half and
-// bfloat16 (mma.sync, float sums), on CUDA cores for the other types. A problem whose groups
-// have at most kDirectMaxCols columns (depthwise layers have one) runs in a direct kernel
-// instead, one thread per output summing over r in order.
+// tiles is split into slices (fixed by the geometry), summed in slice order. The GEMM runs on
+// tensor cores for half and bfloat16 (mma.sync, float sums), on CUDA cores for the other
+// types. A problem whose groups have at most kDirectMaxCols columns (depthwise layers have
+// one) runs in a direct kernel instead, one thread per output summing over r in order.
 #include "cc/core/gpu/conv_gpu.h"
 
 #include <algorithm>
@@ -441,15 +441,16 @@ struct Loader {
   int64_t r_end;
   typename Problem::ACursor ac;
   typename Problem::BCursor bc;
-  __device__ Loader(const Problem& problem, const TileOf& tile, int tid)
+  // For tile `tile`, whose slice of the reduction is [r_begin, slice_end).
+  __device__ Loader(const Problem& problem, const TileOf& tile, int tid, int64_t r_begin, int64_t slice_end)
       : p(problem),
         lrow(tid % TM),
         lk(tid / TM * kRun),
         a_live(tile.m0 + lrow < p.M),
         b_live(tile.n0 + lrow < p.N),
-        r_end(p.REnd(tile.z)),
-        ac(p.AAt(tile.z, tile.m0 + lrow, p.RBegin(tile.z) + lk)),
-        bc(p.BAt(tile.z, tile.n0 + lrow, p.RBegin(tile.z) + lk)) {}
+        r_end(slice_end),
+        ac(p.AAt(tile.z, tile.m0 + lrow, r_begin + lk)),
+        bc(p.BAt(tile.z, tile.n0 + lrow, r_begin + lk)) {}
   // Calls take(i, a, b) with the loader's i-th values of A and B in the step from k0 (zero
   // past the reduction's end or the matrix's edge).
   template <typename Take>
@@ -478,7 +479,7 @@ __global__ void __launch_bounds__(Tiling::kThreads) GemmKernel(Problem p, int64_
   const int tid = static_cast<int>(threadIdx.x), tx = tid % 16, ty = tid / 16;
   const TileOf tile(m_tiles, n_tiles, TM, TN);
   const int64_t z = tile.z, r_begin = p.RBegin(z), r_end = p.REnd(z);
-  Loader<Problem, TM, TK, kRun> loader(p, tile, tid);
+  Loader<Problem, TM, TK, kRun> loader(p, tile, tid, r_begin, r_end);
   Acc acc[RM][RN];
   for (int i = 0; i < RM; ++i) {
     for (int j = 0; j < RN; ++j) acc[i][j] = Acc(0);
@@ -512,7 +513,7 @@ __global__ void __launch_bounds__(Tiling::kThreads) GemmKernel(Problem p, int64_
 // r 16 at a time in order, so every output's sum has an order fixed by the geometry. The tiles
 // hold each row of A and each column of B as pairs of neighbouring reduction values (one 32-bit
 // word, the lower r in the low half), kWords words a row (padded: the fragments' reads hit 32
-// different banks). The loaders as the other GEMM's (half the threads taking all kTileK values
+// different banks). The loaders are the other GEMM's (half the threads taking all kTileK values
 // of A's rows and the other half B's columns, one cursor chain each, ran layers with unsplit
 // reductions 1.2x slower on an H200: ResNet's 1x1 forward, the batch-1 backprop input). The
 // next step's values are read from memory while this step's multiply.
@@ -529,7 +530,7 @@ __global__ void __launch_bounds__(MmaTiling::kThreads) MmaKernel(Problem p, int6
   const int wm = warp % 2 * 32, wn = warp / 2 * 32;
   const TileOf tile(m_tiles, n_tiles, TM, TN);
   const int64_t z = tile.z, r_begin = p.RBegin(z), r_end = p.REnd(z);
-  Loader<Problem, TM, TK, kRun> loader(p, tile, tid);
+  Loader<Problem, TM, TK, kRun> loader(p, tile, tid, r_begin, r_end);
   uint32_t a_next[kRun / 2] = {}, b_next[kRun / 2] = {};
   // The loader's values of the step from k0, in pairs (the lower r in the low half).
   const auto fetch = [&](int64_t k0) {
@@ -612,7 +613,7 @@ __device__ typename Problem::Acc DirectSum(const Problem& p, int64_t z, int64_t 
 // is the group and the sum runs over the whole reduction from its first index; they step the
 // reduction's indices alone and place each product's factors anew from them. These kernels
 // (depthwise layers, bound by memory) need the occupancy: with two cursors, or dividing a
-// slice's first index into its parts, they took 54-62 registers a thread instead of 32-38,
+// slice's first index into its parts, they took 54-62 registers a thread instead of 32-40,
 // and ran MobileNet's depthwise forward and backprop input 1.2-1.6x slower on an H200.
 template <typename T>
 __device__ typename Elem<T>::Acc DirectSum(const ForwardProblem<T>& p, int64_t grp, int64_t m, int64_t col) {
