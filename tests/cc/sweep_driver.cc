@@ -247,6 +247,35 @@ void ChunkSpace(const Add& add) {
   }
 }
 
+// Forward float filters read in place (conv_fast.cc: output channels in whole column
+// blocks, at most kMaxInPlaceTaps = 9 taps, at most kMaxInPlacePixels = 4096 computed
+// pixels; rows K floats apart): out-depths of one to three column blocks and parts of one
+// of the widest GEMM tile (nb; 3 nb / 4 picks the narrowest), in one group and two; 1x1
+// filters (one affine run) over 4096 pixels and one row more; filters of 9 and 10 taps at
+// stride 2 (indirect tiles, edge tiles among them); reductions at the chunk boundary of a
+// 3x3 filter (196608 / (9 nb) channels) and past it, whose chunks start K floats a row into
+// the filter.
+void InPlaceSpace(const Add& add) {
+  const int64_t nb = Kernels().gemm[2].nb;
+  const ConvAttrs valid = Attrs(1, 1, 1, 1, Padding::kValid), strided = Attrs(2, 2, 1, 1, Padding::kSame);
+  for (int64_t k : {nb / 2, 3 * nb / 4, nb, nb + nb / 2, 2 * nb, 3 * nb, 2 * nb + 8}) {
+    for (int64_t groups : {1, 2}) {
+      for (int64_t cols : {64, 65}) {
+        add({"filter in place", 1, 64, cols, 5 * groups, 1, 1, 5, groups * k, valid, Layout::kNHWC, kForward});
+      }
+      for (const auto& f : {std::pair<int64_t, int64_t>{3, 3}, {1, 9}, {2, 5}, {1, 10}}) {
+        add({"filter in place", 2, 5, 19, 40 * groups, f.first, f.second, 40, groups * k, strided,
+             Layout::kNHWC, kForward});
+      }
+    }
+  }
+  const int64_t bound = 196608 / (9 * nb);
+  for (int64_t src : {bound - 1, bound, bound + 1, 2 * bound + 1}) {
+    add({"filter in place chunks", 1, 3, 5, src, 3, 3, src, 2 * nb, strided, Layout::kNHWC, kForward});
+  }
+  add({"filter in place nchw", 2, 9, 8, 24, 3, 3, 24, 2 * nb, strided, Layout::kNCHW, kForward});
+}
+
 // The band copy's cap (kMaxBandCopy, 2**20 elements): a banded pass copies, per band, every
 // source row and column its taps span. 3x3 filters of dilation 64 over 16 channels span 129
 // rows, so the copy of one band grows by 129 * 16 elements per source column and crosses the
@@ -659,6 +688,7 @@ const std::pair<const char*, void (*)(const Add&)> kSpaces[] = {
     {"spatial", SpatialSpace},  {"chunks", ChunkSpace},     {"depthwise", DepthwiseSpace},
     {"filter", FilterSpace},    {"nchw", NchwSpace},       {"winograd", WinogradSpace},
     {"band copy", BandCopySpace}, {"amx tiles", AmxSpace},     {"amx filter tiles", FilterTilesSpace},
+    {"in place", InPlaceSpace},
 };
 
 // ---------------------------------------------------------------------------------------

@@ -138,6 +138,18 @@ using namespace fast;  // fast_common.h
 // layers of 256 channels, 192 KiB chunks ran 15% slower.
 constexpr int64_t kPanelFloats = 192 * 1024;
 
+// An indirect forward pass over float activations reads the filter in place, unpacked,
+// where its output channels fill whole column blocks, it has at most kMaxInPlaceTaps taps and
+// it computes at most kMaxInPlacePixels pixels. Packing costs a pass over the filter (3x3,
+// 512 -> 512 channels on a 1x14x14 image, 13% of the time); reading in place, the rows of a
+// column block are K floats apart and each tap FI * K on, often a multiple of the L2 cache's
+// way, so that the taps' rows share its sets: little harm while the pass reads each row
+// few times, but 5x5 filters (25 taps) ran slower in place at any size (256 -> 512 channels
+// at stride 2 over 16x16x16: 33 -> 46 ms; 512 -> 512 over 1x14x14: 19 -> 30 ms), as did
+// larger passes (3x3, 64 -> 128 channels at stride 2 over 8x64x64, 8,192 pixels: 1.5%).
+constexpr int64_t kMaxInPlaceTaps = 9;
+constexpr int64_t kMaxInPlacePixels = 4096;
+
 // NCHW passes run on NHWC copies of this many elements at most (and at least one image), and
 // space-to-depth passes on copies of as many.
 constexpr int64_t kNchwChunkElements = int64_t{1} << 21;
@@ -309,18 +321,25 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   const int64_t unit_taps = merge ? g.filter_cols : 1;  // taps packed by one unit
   // panel[((grp * blocks + cb) * taps + FilterSlot(t)) * rows + r][j], as floats or
   // bfloat16 pairs (merged: as above), packed below into a workspace that needs no clearing
-  // of its own: each unit clears what its rows leave unwritten. Forward floats of one group
-  // whose output channels fill one column block exactly: the filter w[t][ci][k] already is
-  // that panel (taps in order, rows of nb columns), which the pass then reads in place,
-  // packing nothing (a pass over the filter less per call).
-  const bool filter_is_panel = forward && std::is_same_v<T, float> && G == 1 && K == nb;
-  const int64_t panel_floats = filter_is_panel ? 0 : G * blocks * taps * rows * row_floats;
+  // of its own: each unit clears what its rows leave unwritten. Forward floats whose groups'
+  // output channels fill whole column blocks are not packed: the filter w[t][ci][k] holds
+  // every column block's panel (taps in order, rows of K floats, the block's nb columns at
+  // its offset), which the indirect pass reads in place through the in-place kernels (a pass
+  // over the filter less per call: 3x3, 512 -> 512 channels over 1x14x14, the packing took
+  // 13% of the time). The banded pass's kernels read rows of nb floats: there, only a filter
+  // of one group whose output channels fill one column block is read in place.
+  const bool filter_in_place =
+      forward && std::is_same_v<T, float> && Kg % nb == 0 &&
+      (K == nb || (!banded && taps <= kMaxInPlaceTaps &&
+                   g.batch * g.out_rows * g.out_cols <= kMaxInPlacePixels));
+  const int64_t ldb = filter_in_place ? K : row_floats;  // floats from one panel row to the next
+  const int64_t panel_floats = filter_in_place ? 0 : G * blocks * taps * rows * row_floats;
   Workspace panel_space(panel_floats * sizeof(float));
   float* const packed = panel_space.data<float>();
   const float* panel = packed;
   if constexpr (std::is_same_v<T, float>) {
-    if (filter_is_panel) {
-      Note(Path::kForwardFilterIsPanel);
+    if (filter_in_place) {
+      Note(banded ? Path::kForwardFilterIsPanel : Path::kForwardFilterInPlace);
       panel = w;
     }
   }
@@ -387,7 +406,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
       }
     }
   };
-  if (!filter_is_panel) parallel_for(G * blocks * pack_units, 2 * unit_taps * rows * nb, pack);
+  if (!filter_in_place) parallel_for(G * blocks * pack_units, 2 * unit_taps * rows * nb, pack);
   int64_t chunk = std::max<int64_t>(
       16, std::min<int64_t>(src_group, kPanelFloats / std::max<int64_t>(1, taps * row_floats)));
   if (pairs) chunk += chunk % 2;  // chunks start at even rows of a pair panel
@@ -402,18 +421,32 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
     col.src_offset = grp * src_group;
     col.dst_offset = grp * dst_group + cb * nb;
     col.width = std::min<int64_t>(nb, dst_group - cb * nb);
-    col.panel = panel + (grp * blocks + cb) * taps * rows * row_floats;
-    col.tap_stride = rows * row_floats;
-    col.row_floats = row_floats;
+    if (filter_in_place) {
+      col.panel = panel + col.dst_offset;
+      col.tap_stride = FI * K;
+    } else {
+      col.panel = panel + (grp * blocks + cb) * taps * rows * row_floats;
+      col.tap_stride = rows * row_floats;
+    }
+    col.row_floats = ldb;
     return col;
   };
   const GemmIndirectFn indirect = kernels.indirect[kind];
   const GemmAffineFn affine = kernels.affine[kind];
   const GemmAffineNarrowFn narrow = kernels.affine_narrow[kind];
-  const TileKernel kernel = [indirect, affine](int64_t tiles, int64_t count, const void* const* a,
-                                               int64_t pixel_step, const float* const* b,
-                                               int64_t len, int64_t, float* c, int64_t ldc,
-                                               bool accumulate) {
+  const GemmIndirectInPlaceFn indirect_in_place = kernels.indirect_in_place;
+  const GemmAffineInPlaceFn affine_in_place = kernels.affine_in_place;
+  const TileKernel kernel = [=](int64_t tiles, int64_t count, const void* const* a,
+                                int64_t pixel_step, const float* const* b, int64_t len, int64_t,
+                                float* c, int64_t ldc, bool accumulate) {
+    if (filter_in_place) {
+      if (pixel_step > 0) {
+        NoteKernel(affine_in_place);
+        return affine_in_place(tiles, count, a, pixel_step, b, ldb, len, c, ldc, accumulate);
+      }
+      NoteKernel(indirect_in_place);
+      return indirect_in_place(count, a, b, ldb, len, c, accumulate);
+    }
     if (pixel_step > 0) {
       NoteKernel(affine);
       return affine(tiles, count, a, pixel_step, b, len, c, ldc, accumulate);

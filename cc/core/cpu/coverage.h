@@ -20,7 +20,8 @@ namespace cpu {
   X(kForwardBanded, "forward/banded")                                                         \
   X(kForwardBandedMerged, "forward/banded, filter-row taps merged")                           \
   X(kForwardIndirect, "forward/indirect")                                                     \
-  X(kForwardFilterIsPanel, "forward/float filter of one column block read as its own panel") \
+  X(kForwardFilterIsPanel, "forward/banded: float filter of one column block is the panel")  \
+  X(kForwardFilterInPlace, "forward/float filter read in place, rows K floats apart")         \
   X(kForwardBandedStridedRows, "forward/AMX: strided, rows of one to three tiles, banded")    \
   X(kForwardDepthwise, "forward/depthwise rows")                                              \
   X(kForwardWinograd, "forward/Winograd F(4x4, 3x3)")                                         \

@@ -35,6 +35,16 @@ using GemmAffineFn = void (*)(int64_t tiles, int64_t taps, const void* const* a,
                               int64_t pixel_step, const float* const* b, int64_t depth,
                               float* c, int64_t ldc, bool accumulate);
 
+// The indirect and affine GEMMs over float activations and a float filter read in place
+// (forward: w[t][ci][k], whose rows hold every output channel), b[t]'s rows ldb floats apart
+// instead of NB:
+//   c[m][j] (=, or +=) sum_{t < taps} sum_{r < depth} a[t*MR + m][r] * b[t][r*ldb + j].
+using GemmIndirectInPlaceFn = void (*)(int64_t taps, const void* const* a, const float* const* b,
+                                       int64_t ldb, int64_t depth, float* c, bool accumulate);
+using GemmAffineInPlaceFn = void (*)(int64_t tiles, int64_t taps, const void* const* a,
+                                     int64_t pixel_step, const float* const* b, int64_t ldb,
+                                     int64_t depth, float* c, int64_t ldc, bool accumulate);
+
 // The affine GEMM with its results rounded to the activations' 16-bit kind (IEEE half or
 // bfloat16, as NarrowFn rounds) and written at c, a destination of that kind (row stride ldc
 // elements), instead of as floats; it never accumulates. For a whole reduction in one call
@@ -176,6 +186,10 @@ struct GemmKernel {
   // pass's transformed filter): its first tile fetches b ahead. Null in the bfloat16 pair
   // tables.
   GemmAffineFn affine_ahead;
+  // indirect[kElemF32] and affine[kElemF32] on a float filter read in place (rows ldb floats
+  // apart). Null in the bfloat16 pair tables.
+  GemmIndirectInPlaceFn indirect_in_place;
+  GemmAffineInPlaceFn affine_in_place;
   // strided[0] has the tile's mr rows; strided[1] more rows where the registers allow them
   // (fewer loads of b per product, and a closer fit to some row counts), else fn is null.
   StridedKernel strided[2];
@@ -225,25 +239,28 @@ struct KernelTable {
 template <typename Fn>
 void ForEachKernel(const KernelTable& t, Fn fn) {
   const auto gemm = [&](const char* indirect, const char* affine, const char* narrow,
-                        const char* ahead, const char* strided, const char* tall,
-                        const char* shifted, const char* shifted_rows, int i,
-                        const GemmKernel& k) {
+                        const char* ahead, const char* in_place, const char* in_place_affine,
+                        const char* strided, const char* tall, const char* shifted,
+                        const char* shifted_rows, int i, const GemmKernel& k) {
     for (int e = 0; e < kElemKinds; ++e) {
       fn(indirect, i, e, k.indirect[e]), fn(affine, i, e, k.affine[e]);
       fn(narrow, i, e, k.affine_narrow[e]);
     }
     fn(ahead, i, kElemF32, k.affine_ahead);
+    fn(in_place, i, kElemF32, k.indirect_in_place);
+    fn(in_place_affine, i, kElemF32, k.affine_in_place);
     fn(strided, i, -1, k.strided[0].fn), fn(tall, i, -1, k.strided[1].fn);
     fn(shifted, i, -1, k.shifted), fn(shifted_rows, i, -1, k.shifted_rows);
   };
   for (int i = 0; i < 3; ++i) {
-    gemm("gemm.indirect", "gemm.affine", "gemm.affine_narrow", "gemm.affine_ahead", "gemm.strided",
-         "gemm.strided_tall", "gemm.shifted", "gemm.shifted_rows", i, t.gemm[i]);
+    gemm("gemm.indirect", "gemm.affine", "gemm.affine_narrow", "gemm.affine_ahead",
+         "gemm.indirect_in_place", "gemm.affine_in_place", "gemm.strided", "gemm.strided_tall",
+         "gemm.shifted", "gemm.shifted_rows", i, t.gemm[i]);
   }
   for (int i = 0; t.gemm_bf16_pairs != nullptr && i < 3; ++i) {
     gemm("pairs.indirect", "pairs.affine", "pairs.affine_narrow", "pairs.affine_ahead",
-         "pairs.strided", "pairs.strided_tall", "pairs.shifted", "pairs.shifted_rows", i,
-         t.gemm_bf16_pairs[i]);
+         "pairs.indirect_in_place", "pairs.affine_in_place", "pairs.strided", "pairs.strided_tall",
+         "pairs.shifted", "pairs.shifted_rows", i, t.gemm_bf16_pairs[i]);
   }
   for (int i = 0; i < 3; ++i) {
     const DepthwiseKernel& k = t.dw[i];
@@ -267,7 +284,7 @@ void ForEachKernel(const KernelTable& t, Fn fn) {
   for (int e = 0; e < kElemKinds; ++e) fn("winograd.gradient", 0, e, t.winograd.gradient[e]);
   fn("winograd.output", 0, -1, t.winograd.output), fn("winograd.reduce", 0, -1, t.winograd.reduce);
 }
-static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (3 * kElemKinds + 3) * sizeof(void*) +
+static_assert(sizeof(GemmKernel) == 2 * sizeof(int) + (3 * kElemKinds + 5) * sizeof(void*) +
                                          2 * sizeof(StridedKernel),
               "a new GemmKernel member: list it in ForEachKernel");
 static_assert(sizeof(DepthwiseKernel) ==
