@@ -339,6 +339,16 @@ void WinogradSpace(const Add& add) {
   add({"winograd streamed", 4, 16, 16, 400, 3, 3, 400, 48, same, Layout::kNHWC, kAll});
   add({"winograd streamed", 3, 12, 12, 256, 3, 3, 128, 256, same, Layout::kNHWC, kAll});
   add({"winograd streamed", 2, 15, 13, 128, 3, 3, 64, 128, same, Layout::kNCHW, kAll});
+  // Fused (a transformed filter larger than the source's, past 256K floats): past 4M floats
+  // (344 x 344 channels) only from 128 output pixels forward and 64 backprop input, one pixel
+  // either side (edge tiles; columns and channels past whole blocks); the source's tiles in
+  // several chunks of at most 2M floats (the forward of 60 tiles of 1024 channels); NCHW.
+  add({"winograd fused", 1, 8, 16, 344, 3, 3, 344, 344, same, Layout::kNHWC, kForward});
+  add({"winograd fused", 1, 127, 1, 344, 3, 3, 344, 344, same, Layout::kNHWC, kForward});
+  add({"winograd fused", 1, 8, 8, 344, 3, 3, 344, 344, same, Layout::kNHWC, kInput});
+  add({"winograd fused", 1, 9, 7, 344, 3, 3, 344, 344, same, Layout::kNHWC, kInput});
+  add({"winograd fused chunks", 60, 1, 1, 1024, 3, 3, 1024, 100, same, Layout::kNHWC, kAll});
+  add({"winograd fused nchw", 1, 4, 5, 100, 3, 3, 100, 100, same, Layout::kNCHW, kAll});
   add({"winograd filter chunks", 2, 44, 44, 512, 3, 3, 512, 32, same, Layout::kNHWC, kFilter});
   // Filter-gradient sums past 4 Mi floats (36 x 344 x 344; 4 groups of 176 x 176) on one tile,
   // fewer than pay for them: the direct pass.

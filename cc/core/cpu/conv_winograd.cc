@@ -33,19 +33,22 @@ constexpr int64_t kMinChannels = 16;
 // and 2.8x faster than the direct pass at 16 -> 16.
 constexpr int64_t kFilterMaxDirectProduct = 512;
 // A transformed filter (forward and backprop input) or filter gradient's transformed sums
-// past this many floats (16 MiB, half the last-level cache of the machine measured) are read
-// and written through memory, and the direct passes are faster on few tiles: up to
-// kLargeFilterMinTiles forward and backprop input, kFilterLargeSumsMinTiles for the filter
-// gradient (twice as many in bfloat16 on pairs). 3x3 512 -> 512 over 14x14 images, direct
-// against Winograd through the core (AMD EPYC, two threads), float32: forward, batch 1 (16
-// tiles) 6.6-6.8 against 8.2-9.6 ms, batch 2 10.5-10.7 against 9.4-10.8; backprop input,
-// batch 1 6.7 against 7.8-9.1; filter gradient, batch 1 4.9 against 8.0, batch 2 9.0 against
-// 9.5, 7x7 images of batch 16 (64 tiles) 16.5 against 14.1. bfloat16 on pairs, filter
-// gradient: batch 1 2.8 against 7.5, batch 4 (64 tiles) 10.0 against 11.9, 7x7 of batch 16
-// 10.8 against 15.7, 8x8 of batch 32 (128 tiles) 26.0 against 24.8. At 256 -> 256 the sums,
-// 9 MiB, stay in the cache, and Winograd's filter gradient wins from 16 tiles.
+// past this many floats (16 MiB, half the last-level cache of the machine measured) cost more
+// to transform than few output pixels save, and the direct passes are faster: forward below
+// kLargeFilterMinPixels[1] output pixels, backprop input below kLargeFilterMinPixels[0];
+// for the filter gradient, whose sums are read and written through memory, below
+// kFilterLargeSumsMinTiles tiles (twice as many in bfloat16 on pairs). 3x3 512 -> 512,
+// through the core (AMD EPYC, two threads), direct against Winograd fused, float32: forward
+// over 2x7x7 (98 pixels) 2.14 against 2.50 ms, 1x10x10 2.24 against 2.52, 1x12x12 3.16
+// against 2.78, 3x7x7 3.11 against 2.63; backprop input over 1x7x7 1.56 against 1.86, 1x8x8
+// 1.81 against 1.48. Filter gradient, direct against Winograd: batch 1 of 14x14 4.9
+// against 8.0, batch 2 9.0 against 9.5, 7x7 images of batch 16 (64 tiles) 16.5 against
+// 14.1. bfloat16 on pairs, filter gradient: batch 1 2.8 against 7.5, batch 4 (64 tiles) 10.0
+// against 11.9, 7x7 of batch 16 10.8 against 15.7, 8x8 of batch 32 (128 tiles) 26.0 against
+// 24.8. At 256 -> 256 the sums, 9 MiB, stay in the cache, and Winograd's filter gradient
+// wins from 16 tiles.
 constexpr int64_t kLargeFilterFloats = int64_t{4} << 20;
-constexpr int64_t kLargeFilterMinTiles = 32;
+constexpr int64_t kLargeFilterMinPixels[2] = {64, 128};
 constexpr int64_t kFilterLargeSumsMinTiles = 64;
 // Forward and backprop input in bfloat16 where the direct sums run on pairs (AVX-512 BF16;
 // AMX skips Winograd for them altogether): the pairs' rate, twice the float GEMMs', leaves
@@ -73,6 +76,16 @@ constexpr int64_t kBlockFloats = 128 * 1024;
 constexpr int64_t kStreamedFilterFloats = int64_t{256} << 10;
 constexpr int64_t kStreamedTiles = 64;
 constexpr int64_t kMaxBlockFloats = int64_t{1} << 20;
+
+// Forward and backprop input of one group whose transformed filter passes kLargeFilterFloats
+// run fused: no unit reads a transformed filter from memory. The source's tiles are
+// transformed first, kFusedSourceFloats at most at a time (8 MiB: in the last-level cache);
+// then a unit per column block (and, for more units, part of the tiles) transforms its
+// columns' filter into a panel of its own (36 x in-depth x nb floats: 4.5 MiB for 512 input
+// channels, also in the last-level cache), runs the 36 GEMMs over it and the output
+// transform. The streamed pass instead writes the whole transformed filter to memory and
+// every block of tiles reads it back from there.
+constexpr int64_t kFusedSourceFloats = int64_t{2} << 20;
 
 // Units a streamed pass aims for: 8, which on 2 threads is faster than more, smaller blocks
 // (above), or one per hardware thread up to kMinUnits, so that larger machines keep every
@@ -136,6 +149,84 @@ void BlockPointers(const T* image, int64_t n, int64_t r0, int64_t c0, int64_t ro
   }
 }
 
+// Tiles of 4 x 4 outputs, numbered across images: tile i is image i / per_image, tile row
+// i % per_image / tiles_w, tile column i % tiles_w.
+struct TileGrid {
+  TileGrid(const Problem& p)
+      : tiles_w(CeilDiv(p.dst_cols, kOut)),
+        per_image(CeilDiv(p.dst_rows, kOut) * tiles_w),
+        tiles(p.batch * per_image) {}
+  int64_t tiles_w, per_image, tiles;
+};
+
+// Input transform of tiles [first, first + count): v[xi * v_plane + q * n + c] for tile
+// first + q and the n source channels from `offset` on; rows count..rows (up to whole GEMM
+// tiles) zero.
+template <typename T>
+void TransformTiles(const Problem& p, const TileGrid& grid, WinogradInputFn input_fn, const T* src,
+                    int64_t first, int64_t count, int64_t rows, int64_t offset, int64_t n,
+                    const float* zeros, float* v, int64_t v_plane) {
+  NoteKernel(input_fn);
+  for (int64_t q = 0; q < count; ++q) {
+    const int64_t i = first + q, img = i / grid.per_image;
+    const int64_t th = i % grid.per_image / grid.tiles_w, tw = i % grid.tiles_w;
+    const void* patch[kPoints];
+    BlockPointers<kAlpha>(src, img, th * kOut - p.pad_top, tw * kOut - p.pad_left, p.src_rows,
+                          p.src_cols, p.src_channels, offset, zeros, patch);
+    input_fn(patch, n, v + q * n, v_plane);
+  }
+  if (rows > count) {
+    Note(Path::kWinogradPaddedRows);
+    for (int xi = 0; xi < kPoints; ++xi) {
+      std::fill(v + xi * v_plane + count * n, v + xi * v_plane + rows * n, 0.0f);
+    }
+  }
+}
+
+// Output transform of tiles [first, first + count) from the 36 GEMMs' results m[xi * m_plane +
+// q * nb + j] into dst's `width` channels from `offset` on; y: scratch of 16 x nb floats.
+template <typename T>
+void WriteTiles(const Problem& p, const TileGrid& grid, WinogradOutputFn output_fn, const float* m,
+                int64_t m_plane, int64_t nb, int64_t width, int64_t first, int64_t count,
+                int64_t offset, float* y, T* dst) {
+  NoteKernel(output_fn);
+  // The block's first channel of output pixel (oh, ow) of image n.
+  T* const dst_block = dst + offset;
+  const auto pixel = [&](int64_t n, int64_t oh, int64_t ow) {
+    return dst_block + ((n * p.dst_rows + oh) * p.dst_cols + ow) * p.dst_channels;
+  };
+  for (int64_t q = 0; q < count; ++q) {
+    const int64_t i = first + q, n = i / grid.per_image;
+    const int64_t th = i % grid.per_image / grid.tiles_w, tw = i % grid.tiles_w;
+    float* out[kOut * kOut];
+    bool edge = false;
+    for (int a = 0; a < kOut; ++a) {
+      for (int b = 0; b < kOut; ++b) {
+        const int64_t oh = th * kOut + a, ow = tw * kOut + b;
+        const bool inside = oh < p.dst_rows && ow < p.dst_cols;
+        edge |= !inside;
+        float* const scratch = y + (a * kOut + b) * nb;
+        if constexpr (std::is_same_v<T, float>) {
+          out[a * kOut + b] = inside ? pixel(n, oh, ow) : scratch;
+        } else {
+          out[a * kOut + b] = scratch;
+        }
+      }
+    }
+    if (edge) Note(Path::kWinogradEdgeTiles);
+    output_fn(m + q * nb, m_plane, width, out);
+    if constexpr (!std::is_same_v<T, float>) {
+      for (int a = 0; a < kOut; ++a) {
+        for (int b = 0; b < kOut; ++b) {
+          const int64_t oh = th * kOut + a, ow = tw * kOut + b;
+          if (oh >= p.dst_rows || ow >= p.dst_cols) continue;
+          WriteOut(y + (a * kOut + b) * nb, width, pixel(n, oh, ow));
+        }
+      }
+    }
+  }
+}
+
 // Whether the shape is Winograd's, in a kind it runs: 3x3, stride and dilation 1, at least
 // kMinChannels a group on both sides, outside exact mode.
 template <typename T>
@@ -168,9 +259,20 @@ int64_t TransformedFilterFloats(const ConvGeometry& g) {
 }
 
 // 4 x 4 tiles of the pass's destination (the filter gradient's: the forward output's).
-int64_t Tiles(const ConvGeometry& g, bool forward) {
-  const Problem p = MakeProblem(g, forward);
-  return p.batch * CeilDiv(p.dst_rows, kOut) * CeilDiv(p.dst_cols, kOut);
+int64_t Tiles(const ConvGeometry& g, bool forward) { return TileGrid(MakeProblem(g, forward)).tiles; }
+
+// Whether forward and backprop input run fused (kFusedSourceFloats): one group, whose
+// transformed filter does not stay in a core's cache (kStreamedFilterFloats) and is larger
+// than the transformed source, which the fused pass reads once per column block. Fused
+// against streamed, forward through the core (AMD EPYC, two threads): 3x3 512 -> 512 over
+// 16x7x7 12.3 -> 8.3 ms (backprop input 12.4 -> 7.6), over 32x7x7 19.4 -> 16.9, over 2x14x14
+// 9.2 -> 5.3; 256 -> 256 over 1x7x7 0.69 -> 0.37, over 1x14x14 0.92 -> 0.79, over 16x14x14
+// (the transformed source as large as the filter) 8.3 -> 8.2; 128 -> 128 over 16x28x28
+// (the source 6x the filter) 5.8 -> 7.6.
+bool Fused(const ConvGeometry& g, bool forward) {
+  const int64_t filter = TransformedFilterFloats(g);
+  return g.groups == 1 && filter > kStreamedFilterFloats &&
+         filter > kPoints * Tiles(g, forward) * MakeProblem(g, forward).src_group;
 }
 
 }  // namespace
@@ -181,16 +283,117 @@ bool WinogradApplies(const ConvGeometry& g, bool forward) {
   // The kind's filter transform, which the table leaves out where the direct sums are faster
   // for every shape (bfloat16 on AMX tiles).
   if (Kernels().winograd.filter[KindOf<T>()] == nullptr) return false;
-  // A transformed filter past kLargeFilterFloats is written to memory and read back by the
-  // GEMMs, which few tiles do not pay for (kLargeFilterMinTiles).
+  // A transformed filter past kLargeFilterFloats costs more than few pixels save
+  // (kLargeFilterMinPixels).
+  const Problem p = MakeProblem(g, forward);
   if (TransformedFilterFloats(g) > kLargeFilterFloats &&
-      Tiles(g, forward) < kLargeFilterMinTiles) {
+      p.batch * p.dst_rows * p.dst_cols < kLargeFilterMinPixels[forward]) {
     return false;
   }
   // Direct sums on bfloat16 pairs beat Winograd's float GEMMs past kPairsMaxProduct.
   return !DirectOnPairs<T>() ||
          g.filter_in_depth * g.out_depth_per_group() <= kPairsMaxProduct;
 }
+
+namespace {
+
+// The fused pass (kFusedSourceFloats): one group. Each unit gathers its column block of w
+// (backprop input: transposed) for itself, instead of the whole filter being transposed.
+template <typename T>
+void WinogradFused(const ConvGeometry& g, const Problem& p, bool forward, const T* w,
+                   const T* src, T* dst, const ParallelFor& parallel_for) {
+  constexpr int kind = KindOf<T>();
+  const KernelTable& table = Kernels();
+  const WinogradKernel& wk = table.winograd;
+  const GemmKernel& gk = PickGemm(p.dst_group);
+  const int mr = gk.mr, nb = gk.nb;
+  const int64_t Cs = p.src_group, Cd = p.dst_group, blocks = CeilDiv(Cd, nb);
+  Note(Path::kWinogradFused);
+  const TileGrid grid(p);
+  // Tiles a chunk holds: as many as kFusedSourceFloats allows, in equal chunks of whole GEMM
+  // tiles.
+  const int64_t most = std::max<int64_t>(mr, kFusedSourceFloats / (kPoints * Cs) / mr * mr);
+  const int64_t chunks = CeilDiv(grid.tiles, most);
+  if (chunks > 1) Note(Path::kWinogradFusedChunks);
+  const int64_t tb = CeilDiv(CeilDiv(grid.tiles, chunks), mr) * mr;
+  // Units per column block: parts of a chunk's GEMM tiles, enough for StreamedUnits() units.
+  const int64_t parts = std::clamp<int64_t>(CeilDiv(StreamedUnits(), blocks), 1, tb / mr);
+  if (parts > 1) Note(Path::kWinogradFusedParts);
+  const int64_t v_plane = tb * Cs + kPlaneSkew;
+  Workspace v_space(kPoints * v_plane * sizeof(float));
+  float* const v = v_space.data<float>();
+  const WinogradInputFn input_fn = wk.input[kind];
+  const WinogradFilterFn filter_fn = wk.filter[kind];
+  const WinogradOutputFn output_fn = wk.output;
+  const GemmAffineFn gemm = gk.affine[kElemF32];
+  const TransposeFn transpose = sizeof(T) == 4 ? table.transpose32 : table.transpose16;
+  for (int64_t first = 0; first < grid.tiles; first += tb) {
+    const int64_t count = std::min(tb, grid.tiles - first);
+    const int64_t rows = CeilDiv(count, mr) * mr, gemm_tiles = rows / mr;
+    // Input transform: v[xi][tile][c], a unit per GEMM tile of tiles.
+    parallel_for(gemm_tiles, Cost(200.0 * mr * Cs), [&](int64_t begin, int64_t end) {
+      const float* const zeros = Scratch<float, 33>(Cs);  // never written: zero in every kind
+      const int64_t q0 = begin * mr, q1 = std::min(end * mr, count);
+      TransformTiles(p, grid, input_fn, src, first + q0, q1 - q0, end * mr - q0, 0, Cs, zeros,
+                     v + q0 * Cs, v_plane);
+    });
+    const double unit_ops = 2.0 * kPoints * rows * Cs * nb / parts + 400.0 * Cs * nb;
+    parallel_for(blocks * parts, Cost(unit_ops), [&](int64_t begin, int64_t end) {
+      const int64_t u_plane = Cs * nb + kPlaneSkew, m_plane = tb * nb + kPlaneSkew;
+      float* const u = Scratch<float, 35>(kPoints * u_plane);
+      float* const m = Scratch<float, 31>(kPoints * m_plane);
+      float* const y = Scratch<float, 32>(kOut * kOut * nb);
+      T* const w_c = Scratch<T, 37>(9 * Cs * nb);
+      for (int64_t unit = begin; unit < end; ++unit) {
+        const int64_t cb = unit / parts, part = unit % parts;
+        const int64_t width = std::min<int64_t>(nb, Cd - cb * nb);
+        // This unit's GEMM tiles of the chunk, and their tiles.
+        const int64_t t0 = gemm_tiles * part / parts, t1 = gemm_tiles * (part + 1) / parts;
+        const int64_t q0 = t0 * mr, q1 = std::min(t1 * mr, count);
+        if (q1 <= q0) continue;
+        // The column block's filter, gathered first so that its transform reads it from the
+        // cache: w_c[t][c][j] for tap t of the pass, source channel c, j < width. Forward,
+        // w[t][c][cb*nb + j], copied (3x3, 512 -> 512 over 1x14x14: 3.8 -> 3.4 ms against the
+        // transform reading w); backprop input, w[8 - t][cb*nb + j][c], transposed.
+        for (int t = 0; t < 9; ++t) {
+          T* const to = w_c + t * Cs * nb;
+          if (forward) {
+            for (int64_t c = 0; c < Cs; ++c) {
+              const T* const from = w + (t * Cs + c) * Cd + cb * nb;
+              std::copy(from, from + width, to + c * nb);
+            }
+          } else {
+            NoteKernel(transpose);
+            TransposeTile(w + ((8 - t) * Cd + cb * nb) * Cs, Cs, width, Cs, to, nb, transpose);
+          }
+        }
+        // The column block's transformed filter: u[xi][c][j], zero past its width.
+        NoteKernel(filter_fn);
+        for (int64_t c = 0; c < Cs; ++c) {
+          const void* taps[9];
+          for (int t = 0; t < 9; ++t) taps[t] = w_c + (t * Cs + c) * nb;
+          float* const out = u + c * nb;
+          filter_fn(taps, width, out, u_plane);
+          if (width < nb) {
+            for (int xi = 0; xi < kPoints; ++xi) {
+              std::fill(out + xi * u_plane + width, out + xi * u_plane + nb, 0.0f);
+            }
+          }
+        }
+        NoteKernel(gemm);
+        for (int xi = 0; xi < kPoints; ++xi) {
+          const void* a = v + xi * v_plane + q0 * Cs;
+          const float* b = u + xi * u_plane;
+          gemm(t1 - t0, 1, &a, Cs, &b, Cs, m + xi * m_plane + q0 * nb, nb, /*accumulate=*/false);
+        }
+        WriteTiles(p, grid, output_fn, m + q0 * nb, m_plane, nb, width, first + q0, q1 - q0,
+                   cb * nb, y, dst);
+      }
+    });
+  }
+}
+
+}  // namespace
 
 template <typename T>
 void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
@@ -207,6 +410,7 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   Note(forward ? Path::kForwardWinograd : Path::kInputWinograd);
   if (blocks > 1) Note(Path::kWinogradColumnBlocks);
 
+  if (Fused(g, forward)) return WinogradFused(g, p, forward, w, src, dst, parallel_for);
   // Backprop input transforms from w_t[t][k][ci].
   const DirectedFilter<T> directed(w, forward, 9, FI, K, parallel_for);
   const T* const filter = directed.data();
@@ -236,13 +440,11 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
     }
   });
 
-  // Tiles of 4 x 4 outputs, numbered across images: tile i is image i / per_image, tile row
-  // i % per_image / tiles_w, tile column i % tiles_w. A unit transforms a block of `tb`
-  // tiles of its groups and runs the 36 GEMMs and the output transform per group and column
-  // block (of its part of the column blocks); a tile block's units are consecutive, so that
-  // its pixels stay in cache.
-  const int64_t tiles_h = CeilDiv(p.dst_rows, kOut), tiles_w = CeilDiv(p.dst_cols, kOut);
-  const int64_t per_image = tiles_h * tiles_w, tiles = p.batch * per_image;
+  // A unit transforms a block of `tb` tiles of its groups and runs the 36 GEMMs and the
+  // output transform per group and column block (of its part of the column blocks); a tile
+  // block's units are consecutive, so that its pixels stay in cache.
+  const TileGrid grid(p);
+  const int64_t tiles = grid.tiles;
   // Channels a unit transforms: with small groups (every group's source channels leave at
   // least kAllGroupsMinTiles tiles a block), those of every group, whose GEMMs and output
   // transforms then follow one by one; otherwise one group's. On 8x56x56 images, 4 groups of
@@ -286,20 +488,7 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
       const int64_t count = std::min(tb, tiles - first);
       const int64_t rows = CeilDiv(count, mr) * mr;  // GEMM rows: whole micro-kernel tiles
       // Input transform: v[xi][tile][c].
-      NoteKernel(input_fn);
-      for (int64_t q = 0; q < count; ++q) {
-        const int64_t i = first + q, n = i / per_image, th = i % per_image / tiles_w, tw = i % tiles_w;
-        const void* patch[kPoints];
-        BlockPointers<kAlpha>(src, n, th * kOut - p.pad_top, tw * kOut - p.pad_left, p.src_rows, p.src_cols,
-                              p.src_channels, g0 * Cs, zeros, patch);
-        input_fn(patch, Ct, v + q * Ct, v_plane);
-      }
-      if (rows > count) {
-        Note(Path::kWinogradPaddedRows);
-        for (int xi = 0; xi < kPoints; ++xi) {
-          std::fill(v + xi * v_plane + count * Ct, v + xi * v_plane + rows * Ct, 0.0f);
-        }
-      }
+      TransformTiles(p, grid, input_fn, src, first, count, rows, g0 * Cs, Ct, zeros, v, v_plane);
       for (int64_t grp = g0; grp < g0 + G / ug; ++grp) {
         for (int64_t cb = part * blocks / parts; cb < (part + 1) * blocks / parts; ++cb) {
           const int64_t width = std::min<int64_t>(nb, Cd - cb * nb);
@@ -310,42 +499,8 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
             const float* b = panels + xi * panel;
             gemm(rows / mr, 1, &a, Ct, &b, Cs, m + xi * m_plane, nb, /*accumulate=*/false);
           }
-          NoteKernel(output_fn);
-          // The block's first channel of output pixel (oh, ow) of image n.
-          T* const dst_block = dst + grp * Cd + cb * nb;
-          const auto pixel = [&](int64_t n, int64_t oh, int64_t ow) {
-            return dst_block + ((n * p.dst_rows + oh) * p.dst_cols + ow) * p.dst_channels;
-          };
-          for (int64_t q = 0; q < count; ++q) {
-            const int64_t i = first + q, n = i / per_image;
-            const int64_t th = i % per_image / tiles_w, tw = i % tiles_w;
-            float* out[kOut * kOut];
-            bool edge = false;
-            for (int a = 0; a < kOut; ++a) {
-              for (int b = 0; b < kOut; ++b) {
-                const int64_t oh = th * kOut + a, ow = tw * kOut + b;
-                const bool inside = oh < p.dst_rows && ow < p.dst_cols;
-                edge |= !inside;
-                float* const scratch = y + (a * kOut + b) * nb;
-                if constexpr (std::is_same_v<T, float>) {
-                  out[a * kOut + b] = inside ? pixel(n, oh, ow) : scratch;
-                } else {
-                  out[a * kOut + b] = scratch;
-                }
-              }
-            }
-            if (edge) Note(Path::kWinogradEdgeTiles);
-            output_fn(m + q * nb, m_plane, width, out);
-            if constexpr (!std::is_same_v<T, float>) {
-              for (int a = 0; a < kOut; ++a) {
-                for (int b = 0; b < kOut; ++b) {
-                  const int64_t oh = th * kOut + a, ow = tw * kOut + b;
-                  if (oh >= p.dst_rows || ow >= p.dst_cols) continue;
-                  WriteOut(y + (a * kOut + b) * nb, width, pixel(n, oh, ow));
-                }
-              }
-            }
-          }
+          WriteTiles(p, grid, output_fn, m, m_plane, nb, width, first, count, grp * Cd + cb * nb, y,
+                     dst);
         }
       }
     }

@@ -42,6 +42,9 @@ namespace cpu {
   X(kWinogradEdgeTiles, "winograd/tiles past the output's last row or column")                \
   X(kWinogradStreamedFilter, "winograd/transformed filter streamed, fetched ahead")           \
   X(kWinogradColumnHalves, "winograd/a block's column blocks split between two units")        \
+  X(kWinogradFused, "winograd/fused: each unit transforms its column block of the filter")    \
+  X(kWinogradFusedChunks, "winograd/fused: several chunks of tiles")                          \
+  X(kWinogradFusedParts, "winograd/fused: a column block's tiles split between units")        \
   X(kGemmBf16Pairs, "gemm/bfloat16 pair panels")                                              \
   X(kColumnsMergedBlocks, "columns merged/several column blocks")                             \
   X(kColumnsMergedFullTiles, "columns merged/whole tiles of a row")                           \
