@@ -634,7 +634,7 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     // The tiles pass on AMX writes all of it on its first pass.
     if (!tiles || !tiles_plan.amx) std::fill(acc, acc + slices * size, 0.0f);
     std::unique_ptr<WinogradFilter<T>> wino;
-    if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, parallel_for);
+    if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, acc, parallel_for);
     const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp, bool first) {
       if (winograd) {
         wino->Accumulate(gp, xp, dyp);
@@ -686,7 +686,7 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
         pass(gp, xp, dyp, /*first=*/n == 0);
       }
     }
-    if (winograd) wino->Finish(acc);
+    if (winograd) wino->Finish();
     // The slices in order, each element's sum the same however the elements are shared out.
     constexpr int64_t kBlock = 256;
     parallel_for(CeilDiv(size, kBlock), Cost(2.0 * slices * kBlock), [&](int64_t begin, int64_t end) {

@@ -507,24 +507,6 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   });
 }
 
-template <typename T>
-bool WinogradFilterApplies(const ConvGeometry& g) {
-  // The filter gradient's GEMMs have the forward pass's sides: in-depth by out-depth per group.
-  if (!WinogradShape<T>(g, /*forward=*/true)) return false;
-  // Its transforms cost in proportion to in-depth + out-depth per tile, its GEMMs save in
-  // proportion to their product: in float32 the direct pass wins while the product is at most
-  // kFilterMaxDirectProduct (see there). The 16-bit kinds' direct passes are slower.
-  if (std::is_same_v<T, float> &&
-      g.filter_in_depth * g.out_depth_per_group() <= kFilterMaxDirectProduct) {
-    return false;
-  }
-  // Sums past kLargeFilterFloats go through memory; the direct pass wins until the tiles pay
-  // for that (kFilterLargeSumsMinTiles, twice as many where bfloat16's direct pass runs on
-  // pairs).
-  return TransformedFilterFloats(g) <= kLargeFilterFloats ||
-         Tiles(g, true) >= (DirectOnPairs<T>() ? 2 : 1) * kFilterLargeSumsMinTiles;
-}
-
 namespace {
 // Tiles per chunk of the filter gradient: at least kFilterChunkTiles, so that the 36 GEMMs'
 // sums (read and written once per chunk) cost little next to the chunk's multiplies; beyond
@@ -566,7 +548,49 @@ int64_t FilterSlices(const ConvGeometry& g) {
   const int64_t tiles = g.batch * CeilDiv(g.out_rows, kOut) * CeilDiv(g.out_cols, kOut);
   return std::clamp<int64_t>(CeilDiv(tiles, kSliceTiles), 1, kMaxSlices);
 }
+
+// Floats of one tile's transforms in the filter gradient: v's and e's rows (e's longer where a
+// group's columns are not whole tiles: a column tile of the last group reads past K).
+int64_t FilterTileFloats(const ConvGeometry& g, int64_t nb) {
+  const int64_t kr = g.out_depth_per_group() % nb == 0 ? g.out_depth : g.out_depth + nb;
+  return kPoints * (g.in_depth + kr);
+}
+
+// Whether the filter gradient runs fused: one group, sums too large to slice, and every
+// call's tiles transformed at once (at most kFilterMaxChunkFloats). Each unit then reduces
+// the sums of one tile of input channels in a buffer of its own and transforms them back at
+// once, adding the result to dw: the sums (36 x FI x K floats) are never zeroed, written and
+// read back whole. Through the core (AMD EPYC, two threads), against the direct pass below
+// kFilterLargeSumsMinTiles and the unfused pass from there: 3x3 512 -> 512 over 1x14x14 (16
+// tiles) 7.0 -> 6.2 ms, over 2x14x14 10.4 -> 7.5 ms, over 16x7x7 14.7 -> 11.9 ms; 256 ->
+// 256 over 1x14x14 1.64 -> 1.05 ms; over 1x7x7 (4 tiles) the direct pass stays ahead, 3.5
+// against 3.9 ms (kFusedFilterMinTiles).
+constexpr int64_t kFusedFilterMinTiles = 16;
+bool FilterFused(const ConvGeometry& g) {
+  const SumsSides sides(g);
+  return g.groups == 1 && kPoints * sides.cp * sides.kgp > kSlicedMaxFloats &&
+         Tiles(g, true) * FilterTileFloats(g, sides.gk.nb) <= kFilterMaxChunkFloats;
+}
 }  // namespace
+
+template <typename T>
+bool WinogradFilterApplies(const ConvGeometry& g) {
+  // The filter gradient's GEMMs have the forward pass's sides: in-depth by out-depth per group.
+  if (!WinogradShape<T>(g, /*forward=*/true)) return false;
+  // Its transforms cost in proportion to in-depth + out-depth per tile, its GEMMs save in
+  // proportion to their product: in float32 the direct pass wins while the product is at most
+  // kFilterMaxDirectProduct (see there). The 16-bit kinds' direct passes are slower.
+  if (std::is_same_v<T, float> &&
+      g.filter_in_depth * g.out_depth_per_group() <= kFilterMaxDirectProduct) {
+    return false;
+  }
+  // Sums past kLargeFilterFloats go through memory, unless fused; the direct pass wins until
+  // the tiles pay for that (kFilterLargeSumsMinTiles, fused kFusedFilterMinTiles; twice as
+  // many where bfloat16's direct pass runs on pairs).
+  if (TransformedFilterFloats(g) <= kLargeFilterFloats) return true;
+  const int64_t least = FilterFused(g) ? kFusedFilterMinTiles : kFilterLargeSumsMinTiles;
+  return Tiles(g, true) >= (DirectOnPairs<T>() ? 2 : 1) * least;
+}
 
 template <typename T>
 struct WinogradFilter<T>::State {
@@ -578,21 +602,31 @@ struct WinogradFilter<T>::State {
   // to whole micro-kernel rows), k < kgp (out-depth per group rounded up to whole columns).
   int64_t cp = 0, kgp = 0;
   // Sliced (kSlicedMaxFloats): `slices` sets of sums, m_floats apart; slice 0's hold the total
-  // after Finish. Otherwise one set, and the chunks' transforms go through memory.
+  // after Finish. Otherwise one set, and the chunks' transforms go through memory; fused
+  // (FilterFused), none.
   int64_t slices = 1, m_floats = 0;
   std::unique_ptr<Workspace> m_space;
   float* m = nullptr;
+  bool fused = false;
+  float* dw = nullptr;
 };
 
 template <typename T>
-WinogradFilter<T>::WinogradFilter(const ConvGeometry& g, const ParallelFor& parallel_for)
+WinogradFilter<T>::WinogradFilter(const ConvGeometry& g, float* dw, const ParallelFor& parallel_for)
     : state_(new State) {
   State& s = *state_;
   s.g = g;
   s.parallel_for = parallel_for;
+  s.dw = dw;
   const SumsSides sides(g);
   s.mr = sides.gk.strided[0].mr, s.nb = sides.gk.nb, s.strided = sides.gk.strided[0].fn;
   s.cp = sides.cp, s.kgp = sides.kgp;
+  Note(Path::kFilterWinograd);
+  s.fused = FilterFused(g);
+  if (s.fused) {
+    Note(Path::kWinogradFilterFused);
+    return;
+  }
   s.m_floats = g.groups * kPoints * s.cp * s.kgp;
   s.slices = FilterSlices(g);
   const int64_t floats = s.slices * s.m_floats;
@@ -601,7 +635,6 @@ WinogradFilter<T>::WinogradFilter(const ConvGeometry& g, const ParallelFor& para
   parallel_for(s.slices * g.groups * kPoints, s.cp * s.kgp, [&](int64_t begin, int64_t end) {
     std::fill(s.m + begin * s.cp * s.kgp, s.m + end * s.cp * s.kgp, 0.0f);
   });
-  Note(Path::kFilterWinograd);
 }
 
 template <typename T>
@@ -620,7 +653,7 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
   const int64_t cin = gc.in_depth, kr = Kg % s.nb == 0 ? K : K + s.nb;
   const int64_t tiles_h = CeilDiv(gc.out_rows, kOut), tiles_w = CeilDiv(gc.out_cols, kOut);
   const int64_t per_image = tiles_h * tiles_w, tiles = gc.batch * per_image;
-  const int64_t tile_floats = kPoints * (cin + kr);
+  const int64_t tile_floats = FilterTileFloats(gc, s.nb);
   const int64_t c_tiles = CeilDiv(FI, s.mr), k_tiles = s.kgp / s.nb;
   const WinogradInputFn input_fn = table.winograd.input[kind];
   const WinogradInputFn gradient_fn = table.winograd.gradient[kind];
@@ -645,13 +678,14 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
     }
   };
   // The GEMMs of point xi for group grp and the input channels of tile ct, over `count`
-  // transformed tiles in order, into the sums m.
+  // transformed tiles in order, into the sums m (by default, the state's).
   const auto reduce = [&](int64_t grp, int64_t xi, int64_t ct, int64_t count, const float* v,
-                          int64_t v_plane, const float* e, int64_t e_plane, float* m) {
+                          int64_t v_plane, const float* e, int64_t e_plane, float* m,
+                          float* c = nullptr) {
     const int64_t c0 = ct * s.mr;
     const float* const a = v + xi * v_plane + grp * FI + c0;
     const float* const b = e + xi * e_plane + grp * Kg;
-    float* const c = m + ((grp * kPoints + xi) * s.cp + c0) * s.kgp;
+    if (c == nullptr) c = m + ((grp * kPoints + xi) * s.cp + c0) * s.kgp;
     for (int64_t kt = 0; kt < k_tiles; ++kt) {
       s.strided(1, count, a, 0, cin, std::min<int64_t>(s.mr, FI - c0), b + kt * s.nb, 0, kr,
                 c + kt * s.nb, s.kgp);
@@ -683,6 +717,41 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
     });
     return;
   }
+  if (s.fused) {
+    // Every tile at once (FilterFused); a unit per tile of input channels reduces its 36 sets
+    // of sums in order, transforms them back and adds them to dw.
+    const int64_t v_plane = tiles * cin + kPlaneSkew, e_plane = tiles * kr + kPlaneSkew;
+    Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
+    float* const v = v_space.data<float>();
+    float* const e = e_space.data<float>();
+    s.parallel_for(tiles, 40 * kPoints * (cin + K), [&](int64_t begin, int64_t end) {
+      transform(begin, end - begin, v + begin * cin, v_plane, e + begin * kr, e_plane);
+    });
+    const WinogradOutputFn back = table.winograd.reduce;
+    NoteKernel(back);
+    const int64_t plane = s.mr * s.kgp;  // a point's sums of one tile of input channels
+    s.parallel_for(c_tiles, Cost(2.0 * kPoints * tiles * s.mr * s.kgp + 400.0 * s.mr * K),
+                   [&](int64_t begin, int64_t end) {
+      float* const m = Scratch<float, 38>(kPoints * plane);
+      float* const y = Scratch<float, 39>(9 * K);
+      for (int64_t ct = begin; ct < end; ++ct) {
+        std::fill(m, m + kPoints * plane, 0.0f);
+        for (int xi = 0; xi < kPoints; ++xi) {
+          reduce(0, xi, ct, tiles, v, v_plane, e, e_plane, nullptr, m + xi * plane);
+        }
+        for (int64_t c = ct * s.mr; c < std::min(FI, (ct + 1) * s.mr); ++c) {
+          float* out[9];
+          for (int t = 0; t < 9; ++t) out[t] = y + t * K;
+          back(m + (c - ct * s.mr) * s.kgp, plane, K, out);
+          for (int t = 0; t < 9; ++t) {
+            float* const row = s.dw + (t * FI + c) * K;
+            for (int64_t k = 0; k < K; ++k) row[k] += y[t * K + k];
+          }
+        }
+      }
+    });
+    return;
+  }
   const int64_t chunk = std::max<int64_t>(
       1, std::min({tiles, std::max(kFilterChunkTiles, kFilterChunkFloats / tile_floats),
                    kFilterMaxChunkFloats / tile_floats}));
@@ -708,8 +777,10 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
 }
 
 template <typename T>
-void WinogradFilter<T>::Finish(float* dw) {
+void WinogradFilter<T>::Finish() {
   State& s = *state_;
+  if (s.fused) return;
+  float* const dw = s.dw;
   const int64_t G = s.g.groups, FI = s.g.filter_in_depth, K = s.g.out_depth, Kg = s.g.out_depth_per_group();
   const WinogradOutputFn reduce = Kernels().winograd.reduce;
   NoteKernel(reduce);

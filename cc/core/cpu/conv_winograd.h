@@ -50,17 +50,18 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
                   const ParallelFor& parallel_for);
 
 // The filter gradient, accumulated over NHWC chunks of images: Accumulate() each chunk in
-// order (every chunk's geometry differs from the constructor's only in its batch), then
-// Finish() writes dw as floats, [3][3][FI][K].
+// order (every chunk's geometry differs from the constructor's only in its batch, none
+// larger), then Finish(); the gradient is then in dw as floats, [3][3][FI][K], which must be
+// zero on construction.
 template <typename T>
 class WinogradFilter {
  public:
-  WinogradFilter(const ConvGeometry& g, const ParallelFor& parallel_for);
+  WinogradFilter(const ConvGeometry& g, float* dw, const ParallelFor& parallel_for);
   ~WinogradFilter();
   WinogradFilter(const WinogradFilter&) = delete;
   WinogradFilter& operator=(const WinogradFilter&) = delete;
   void Accumulate(const ConvGeometry& chunk, const T* x, const T* dy);
-  void Finish(float* dw);
+  void Finish();
 
  private:
   struct State;

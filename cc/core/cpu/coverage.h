@@ -106,6 +106,7 @@ namespace cpu {
   X(kFilterWinograd, "backprop filter/Winograd F(4x4, 3x3)")                                  \
   X(kWinogradFilterChunks, "winograd/filter gradient in several chunks of tiles")             \
   X(kWinogradFilterSliced, "winograd/filter gradient by slices of tiles, blocks kept in cache") \
+  X(kWinogradFilterFused, "winograd/filter gradient fused: sums per tile of input channels")   \
   X(kFilterDepthwiseScalar, "backprop filter/depthwise channels past the last vector block")
 
 enum class Path : int {
