@@ -36,17 +36,17 @@ constexpr int64_t kFilterMaxDirectProduct = 512;
 // past this many floats (16 MiB, half the last-level cache of the machine measured) cost more
 // to transform than few output pixels save, and the direct passes are faster: forward below
 // kLargeFilterMinPixels[1] output pixels, backprop input below kLargeFilterMinPixels[0];
-// for the filter gradient, whose sums are read and written through memory, below
-// kFilterLargeSumsMinTiles tiles (twice as many in bfloat16 on pairs). 3x3 512 -> 512,
-// through the core (AMD EPYC, two threads), direct against Winograd fused, float32: forward
-// over 2x7x7 (98 pixels) 2.14 against 2.50 ms, 1x10x10 2.24 against 2.52, 1x12x12 3.16
-// against 2.78, 3x7x7 3.11 against 2.63; backprop input over 1x7x7 1.56 against 1.86, 1x8x8
-// 1.81 against 1.48. Filter gradient, direct against Winograd: batch 1 of 14x14 4.9
-// against 8.0, batch 2 9.0 against 9.5, 7x7 images of batch 16 (64 tiles) 16.5 against
-// 14.1. bfloat16 on pairs, filter gradient: batch 1 2.8 against 7.5, batch 4 (64 tiles) 10.0
-// against 11.9, 7x7 of batch 16 10.8 against 15.7, 8x8 of batch 32 (128 tiles) 26.0 against
-// 24.8. At 256 -> 256 the sums, 9 MiB, stay in the cache, and Winograd's filter gradient
-// wins from 16 tiles.
+// the filter gradient below kFilterLargeSumsMinTiles tiles where its sums are read and
+// written through memory, below kFusedFilterMinTiles where it runs fused (FilterFused; twice
+// as many either way in bfloat16 on pairs). 3x3 512 -> 512, through the core (AMD EPYC, two
+// threads), direct against Winograd fused, float32: forward over 2x7x7 (98 pixels) 2.14
+// against 2.50 ms, 1x10x10 2.24 against 2.52, 1x12x12 3.16 against 2.78, 3x7x7 3.11 against
+// 2.63; backprop input over 1x7x7 1.56 against 1.86, 1x8x8 1.81 against 1.48. Filter
+// gradient, direct against Winograd through memory: batch 1 of 14x14 4.9 against 8.0, batch
+// 2 9.0 against 9.5, 7x7 images of batch 16 (64 tiles) 16.5 against 14.1; bfloat16 on
+// pairs: batch 1 2.8 against 7.5, batch 4 (64 tiles) 10.0 against 11.9, 7x7 of batch 16 10.8
+// against 15.7, 8x8 of batch 32 (128 tiles) 26.0 against 24.8. At 256 -> 256 the sums, 9
+// MiB, stay in the cache, and Winograd's filter gradient wins from 16 tiles.
 constexpr int64_t kLargeFilterFloats = int64_t{4} << 20;
 constexpr int64_t kLargeFilterMinPixels[2] = {64, 128};
 constexpr int64_t kFilterLargeSumsMinTiles = 64;
@@ -77,8 +77,8 @@ constexpr int64_t kStreamedFilterFloats = int64_t{256} << 10;
 constexpr int64_t kStreamedTiles = 64;
 constexpr int64_t kMaxBlockFloats = int64_t{1} << 20;
 
-// Forward and backprop input of one group whose transformed filter passes kLargeFilterFloats
-// run fused: no unit reads a transformed filter from memory. The source's tiles are
+// Forward and backprop input of one group whose transformed filter outgrows a core's cache
+// and the transformed source (Fused) run fused: no unit reads a transformed filter from memory. The source's tiles are
 // transformed first, kFusedSourceFloats at most at a time (8 MiB: in the last-level cache);
 // then a unit per column block (and, for more units, part of the tiles) transforms its
 // columns' filter into a panel of its own (36 x in-depth x nb floats: 4.5 MiB for 512 input
