@@ -330,11 +330,12 @@ void WinogradSpace(const Add& add) {
     add({"winograd wide", 1, 5, 5, 33, 3, 3, 33, c, same, Layout::kNHWC, kAll});
   }
   // A unit's transformed filter past 256 Ki floats (streamed: blocks of 48 tiles, fetched
-  // ahead): 128 -> 96 on 81 tiles, the last block padded, in column halves of 3 column
-  // blocks (one and two) while blocks are fewer than 16; 769 one-pixel images, 17 blocks,
+  // ahead), where the transformed source is larger (else fused): 128 -> 96 on 99 tiles, the
+  // last block padded, in column halves of 3 column blocks (one and two) while blocks are
+  // fewer than 16; 769 one-pixel images, 17 blocks,
   // whole; channels whose 48 tiles pass 512 Ki floats (blocks of 36); a group's own filter
   // streamed, and every group's together.
-  add({"winograd streamed", 9, 10, 9, 128, 3, 3, 128, 96, same, Layout::kNHWC, kAll});
+  add({"winograd streamed", 11, 10, 9, 128, 3, 3, 128, 96, same, Layout::kNHWC, kAll});
   add({"winograd streamed", 769, 1, 1, 96, 3, 3, 96, 80, same, Layout::kNHWC, kAll});
   add({"winograd streamed", 4, 16, 16, 400, 3, 3, 400, 48, same, Layout::kNHWC, kAll});
   add({"winograd streamed", 3, 12, 12, 256, 3, 3, 128, 256, same, Layout::kNHWC, kAll});
@@ -351,10 +352,10 @@ void WinogradSpace(const Add& add) {
   add({"winograd fused nchw", 1, 4, 5, 100, 3, 3, 100, 100, same, Layout::kNCHW, kAll});
   add({"winograd filter chunks", 2, 44, 44, 512, 3, 3, 512, 32, same, Layout::kNHWC, kFilter});
   // The filter gradient fused (one group, sums past 256K floats, every tile in one chunk):
-  // past 4M floats of sums only from 16 tiles (15 and 16 images of one pixel), below that
+  // past 4M floats of sums only from 16 tiles (16 and 15 images of one pixel), below that
   // from any, NHWC and NCHW.
-  add({"winograd filter fused", 15, 1, 1, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
   add({"winograd filter fused", 16, 1, 1, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
+  add({"winograd filter fused", 15, 1, 1, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
   add({"winograd filter fused", 3, 5, 5, 96, 3, 3, 96, 100, same, Layout::kNHWC, kFilter});
   add({"winograd filter fused", 2, 6, 5, 100, 3, 3, 100, 96, same, Layout::kNCHW, kFilter});
   // Filter-gradient sums past 4 Mi floats (36 x 344 x 344; 4 groups of 176 x 176) on one tile,
