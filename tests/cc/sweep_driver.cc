@@ -353,11 +353,13 @@ void WinogradSpace(const Add& add) {
   add({"winograd filter chunks", 2, 44, 44, 512, 3, 3, 512, 32, same, Layout::kNHWC, kFilter});
   // The filter gradient fused (one group, sums past 256K floats, every tile in one chunk):
   // past 4M floats of sums only from 16 tiles (16 and 15 images of one pixel), below that
-  // from any, NHWC and NCHW.
+  // from any, NHWC and NCHW; NCHW images past kNchwChunkElements (23 x 23 x 2048), one a
+  // call, the second call adding to the first's dw.
   add({"winograd filter fused", 16, 1, 1, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
   add({"winograd filter fused", 15, 1, 1, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
   add({"winograd filter fused", 3, 5, 5, 96, 3, 3, 96, 100, same, Layout::kNHWC, kFilter});
   add({"winograd filter fused", 2, 6, 5, 100, 3, 3, 100, 96, same, Layout::kNCHW, kFilter});
+  add({"winograd filter fused calls", 2, 23, 23, 16, 3, 3, 16, 2048, same, Layout::kNCHW, kFilter});
   // Filter-gradient sums past 4 Mi floats (36 x 344 x 344; 4 groups of 176 x 176) on one tile,
   // fewer than pay for them: the direct pass.
   add({"winograd filter large sums", 1, 4, 4, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});

@@ -629,10 +629,15 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
     }
     // Each slice of the rows sums into its own accumulators; they are added in slice order.
     const int64_t slices = depthwise ? dw_plan.slices : tiles ? tiles_plan.slices : plan.slices;
-    Workspace acc_space(slices * size * sizeof(float));
-    float* const acc = acc_space.data<float>();
-    // The tiles pass on AMX writes all of it on its first pass.
-    if (!tiles || !tiles_plan.amx) std::fill(acc, acc + slices * size, 0.0f);
+    // float with one set of sums accumulates in dw itself, which the slices' pass below would
+    // only copy.
+    const bool in_dw = std::is_same_v<T, float> && slices == 1;
+    std::optional<Workspace> acc_space;
+    float* acc = nullptr;
+    if constexpr (std::is_same_v<T, float>) acc = dw;
+    if (!in_dw) acc = acc_space.emplace(slices * size * sizeof(float)).template data<float>();
+    // Winograd (WinogradFilter) and the tiles pass on AMX write all of it.
+    if (!winograd && (!tiles || !tiles_plan.amx)) std::fill(acc, acc + slices * size, 0.0f);
     std::unique_ptr<WinogradFilter<T>> wino;
     if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, acc, parallel_for);
     const auto pass = [&](const ConvGeometry& gp, const T* xp, const T* dyp, bool first) {
@@ -687,6 +692,7 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
       }
     }
     if (winograd) wino->Finish();
+    if (in_dw) return true;
     // The slices in order, each element's sum the same however the elements are shared out.
     constexpr int64_t kBlock = 256;
     parallel_for(CeilDiv(size, kBlock), Cost(2.0 * slices * kBlock), [&](int64_t begin, int64_t end) {

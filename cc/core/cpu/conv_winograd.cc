@@ -559,11 +559,12 @@ int64_t FilterTileFloats(const ConvGeometry& g, int64_t nb) {
 // Whether the filter gradient runs fused: one group, sums too large to slice, and every
 // call's tiles transformed at once (at most kFilterMaxChunkFloats). Each unit then reduces
 // the sums of one tile of input channels in a buffer of its own and transforms them back at
-// once, adding the result to dw: the sums (36 x FI x K floats) are never zeroed, written and
-// read back whole. Through the core (AMD EPYC, two threads), against the direct pass below
-// kFilterLargeSumsMinTiles and the unfused pass from there: 3x3 512 -> 512 over 1x14x14 (16
-// tiles) 7.0 -> 6.2 ms, over 2x14x14 10.4 -> 7.5 ms, over 16x7x7 14.7 -> 11.9 ms; 256 ->
-// 256 over 1x14x14 1.64 -> 1.05 ms; over 1x7x7 (4 tiles) the direct pass stays ahead, 3.5
+// once into dw (the first call writes it, later calls add to it): the sums (36 x FI x K
+// floats) are never zeroed, written and read back whole. Through the core (AMD EPYC, two
+// threads), against the direct pass below kFilterLargeSumsMinTiles and the unfused pass from
+// there: 3x3 512 -> 512 over 1x14x14 (16 tiles) 7.0 -> 6.2 ms, over 2x14x14 10.4 -> 7.5 ms,
+// over 16x7x7 14.7 -> 11.9 ms; 256 -> 256 over 1x14x14 1.64 -> 1.05 ms; over 1x7x7 (4
+// tiles) the direct pass stays ahead, 3.5
 // against 3.9 ms (kFusedFilterMinTiles).
 constexpr int64_t kFusedFilterMinTiles = 16;
 bool FilterFused(const ConvGeometry& g) {
@@ -609,6 +610,8 @@ struct WinogradFilter<T>::State {
   float* m = nullptr;
   bool fused = false;
   float* dw = nullptr;
+  // Fused: whether a call has written dw (later calls add to it).
+  bool written = false;
 };
 
 template <typename T>
@@ -719,7 +722,7 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
   }
   if (s.fused) {
     // Every tile at once (FilterFused); a unit per tile of input channels reduces its 36 sets
-    // of sums in order, transforms them back and adds them to dw.
+    // of sums in order and transforms them back into dw (added after the first call).
     const int64_t v_plane = tiles * cin + kPlaneSkew, e_plane = tiles * kr + kPlaneSkew;
     Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
     float* const v = v_space.data<float>();
@@ -729,6 +732,9 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
     });
     const WinogradOutputFn back = table.winograd.reduce;
     NoteKernel(back);
+    const bool add = s.written;
+    if (add) Note(Path::kWinogradFilterFusedAdded);
+    s.written = true;
     const int64_t plane = s.mr * s.kgp;  // a point's sums of one tile of input channels
     s.parallel_for(c_tiles, Cost(2.0 * kPoints * tiles * s.mr * s.kgp + 400.0 * s.mr * K),
                    [&](int64_t begin, int64_t end) {
@@ -741,9 +747,9 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
         }
         for (int64_t c = ct * s.mr; c < std::min(FI, (ct + 1) * s.mr); ++c) {
           float* out[9];
-          for (int t = 0; t < 9; ++t) out[t] = y + t * K;
+          for (int t = 0; t < 9; ++t) out[t] = add ? y + t * K : s.dw + (t * FI + c) * K;
           back(m + (c - ct * s.mr) * s.kgp, plane, K, out);
-          for (int t = 0; t < 9; ++t) {
+          for (int t = 0; add && t < 9; ++t) {
             float* const row = s.dw + (t * FI + c) * K;
             for (int64_t k = 0; k < K; ++k) row[k] += y[t * K + k];
           }

@@ -51,8 +51,8 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
 
 // The filter gradient, accumulated over NHWC chunks of images: Accumulate() each chunk in
 // order (every chunk's geometry differs from the constructor's only in its batch, none
-// larger), then Finish(); the gradient is then in dw as floats, [3][3][FI][K], which must be
-// zero on construction.
+// larger), then Finish(); the gradient is then in dw as floats, [3][3][FI][K], every element
+// written (dw's values on construction are never read).
 template <typename T>
 class WinogradFilter {
  public:

@@ -107,6 +107,7 @@ namespace cpu {
   X(kWinogradFilterChunks, "winograd/filter gradient in several chunks of tiles")             \
   X(kWinogradFilterSliced, "winograd/filter gradient by slices of tiles, blocks kept in cache") \
   X(kWinogradFilterFused, "winograd/filter gradient fused: sums per tile of input channels")   \
+  X(kWinogradFilterFusedAdded, "winograd/filter gradient fused: later calls add to dw")         \
   X(kFilterDepthwiseScalar, "backprop filter/depthwise channels past the last vector block")
 
 enum class Path : int {
