@@ -94,6 +94,7 @@ namespace cpu {
   X(kFilterWidenedChunks, "backprop filter/16-bit operands widened by chunks of images")     \
   X(kFilterDepthwise, "backprop filter/depthwise")                                            \
   X(kFilterDepthwiseWholeRows, "backprop filter/depthwise rows whole, every channel block")    \
+  X(kFilterDepthwiseTaps, "backprop filter/depthwise neighbouring filter columns at once")     \
   X(kFilterTiles, "backprop filter/tiles over shifted rows")                                 \
   X(kFilterTilesRows, "backprop filter/tiles on vectors of rows (AVX-512 BF16)")              \
   X(kFilterTilesGroups, "backprop filter/tiles, several groups")                              \

@@ -383,7 +383,8 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan,
         const int64_t n = row / g.out_rows, oh = row % g.out_rows;
         const T* dy_row = dy + (n * g.out_rows + oh) * g.out_cols * C;
         // Read from memory (whole rows): the next row's dy, and the x rows it reads that this
-        // one does not, are fetched while this row runs, a share after each tap.
+        // one does not, are fetched while this row runs, a share after each filter row of each
+        // channel block.
         ahead.Clear();
         if (plan.whole_rows && row + 1 < row1) {
           const int64_t n2 = (row + 1) / g.out_rows, oh2 = (row + 1) % g.out_rows;
@@ -402,29 +403,64 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan,
           // dy rows stay in the L1 cache across the taps.
           for (int64_t k = k0; k < k1; ++k) {
             const DepthwiseBlock& blk = blocks[k];
-            for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
-              const int64_t len = hi[kw] - lo[kw];
-              if (len <= 0) continue;
-              const int64_t iw_lo = lo[kw] * g.stride_cols - g.pad_left + kw * g.dilation_cols;
-              const T* a = x_row + iw_lo * C + blk.begin;
-              const T* b = dy_row + lo[kw] * C + blk.begin;
-              float* l = local + (k * taps + kh * g.filter_cols + kw) * max_nb;
-              if (blk.width == blk.kernel->nb) {
-                NoteKernel(blk.kernel->strided[kind]);
-                blk.kernel->strided[kind](len, a, g.stride_cols * C, b, C, l);
-              } else {
-                Note(Path::kFilterDepthwiseScalar);
-                // Fewer than 16 channels left: a whole vector could read past the tensor's end.
-                for (int64_t j = 0; j < blk.width; ++j) {
-                  float sum = l[j];
-                  for (int64_t o = 0; o < len; ++o) {
-                    sum += static_cast<float>(a[o * g.stride_cols * C + j]) * static_cast<float>(b[o * C + j]);
+            float* const l = local + (k * taps + kh * g.filter_cols) * max_nb;
+            // x under output column o through filter column kw.
+            const auto x_at = [&](int64_t o, int64_t kw) {
+              return x_row + (o * g.stride_cols - g.pad_left + kw * g.dilation_cols) * C + blk.begin;
+            };
+            if (blk.width == blk.kernel->nb) {
+              const DepthwiseStridedFn strided = blk.kernel->strided[kind];
+              NoteKernel(strided);
+              // Output columns [from, to) through `count` filter columns from kw at once.
+              const auto sum = [&](int64_t kw, int64_t count, int64_t from, int64_t to) {
+                if (to <= from) return;
+                strided(to - from, static_cast<int>(count), x_at(from, kw), g.stride_cols * C,
+                        g.dilation_cols * C, dy_row + from * C + blk.begin, C, l + kw * max_nb,
+                        max_nb);
+              };
+              // Up to kDepthwiseStridedTaps neighbouring filter columns at once over the
+              // output columns that all of them read (each dy vector then read once for them
+              // all), and each alone over the rest of its own.
+              for (int64_t kw0 = 0; kw0 < g.filter_cols; kw0 += kDepthwiseStridedTaps) {
+                const int64_t kw1 = std::min<int64_t>(g.filter_cols, kw0 + kDepthwiseStridedTaps);
+                int64_t both_lo = lo[kw0], both_hi = hi[kw0];
+                for (int64_t kw = kw0 + 1; kw < kw1; ++kw) {
+                  both_lo = std::max(both_lo, lo[kw]), both_hi = std::min(both_hi, hi[kw]);
+                }
+                if (kw1 - kw0 < 2 || both_hi <= both_lo) both_lo = both_hi = 0;
+                if (both_hi > both_lo) Note(Path::kFilterDepthwiseTaps);
+                // In a piece a filter column, each followed by its share of the fetches ahead.
+                for (int64_t kw = kw0; kw < kw1; ++kw) {
+                  const int64_t width = both_hi - both_lo;
+                  sum(kw0, kw1 - kw0, both_lo + width * (kw - kw0) / (kw1 - kw0),
+                      both_lo + width * (kw + 1 - kw0) / (kw1 - kw0));
+                  ahead.FetchTo((kh * (k1 - k0) + k - k0) * g.filter_cols + kw + 1, taps * (k1 - k0));
+                }
+                for (int64_t kw = kw0; kw < kw1; ++kw) {
+                  if (both_hi > both_lo) {
+                    sum(kw, 1, lo[kw], both_lo), sum(kw, 1, both_hi, hi[kw]);
+                  } else {
+                    sum(kw, 1, lo[kw], hi[kw]);
                   }
-                  l[j] = sum;
                 }
               }
-              ahead.FetchTo((kh * (k1 - k0) + k - k0) * g.filter_cols + kw + 1, taps * (k1 - k0));
+            } else {
+              Note(Path::kFilterDepthwiseScalar);
+              // Fewer than 16 channels left: a whole vector could read past the tensor's end.
+              for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+                if (hi[kw] <= lo[kw]) continue;
+                const T* a = x_at(lo[kw], kw);
+                const T* b = dy_row + lo[kw] * C + blk.begin;
+                for (int64_t j = 0; j < blk.width; ++j) {
+                  float total = l[kw * max_nb + j];
+                  for (int64_t o = 0; o < hi[kw] - lo[kw]; ++o) {
+                    total += static_cast<float>(a[o * g.stride_cols * C + j]) * static_cast<float>(b[o * C + j]);
+                  }
+                  l[kw * max_nb + j] = total;
+                }
+              }
             }
+            ahead.FetchTo((kh * (k1 - k0) + k - k0 + 1) * g.filter_cols, taps * (k1 - k0));
           }
         }
         ahead.FetchTo(1, 1);

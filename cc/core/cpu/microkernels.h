@@ -115,12 +115,16 @@ using DepthwiseRowFn = void (*)(int64_t tiles, int64_t rows, const void* const* 
 constexpr int kDepthwiseRowMults = 2;  // pixel spacing (stride) 1 or 2
 constexpr int kDepthwiseRowCols = 5;   // 1 to 5 column taps per filter row
 
-// Depthwise strided reduction (backprop filter):
-//   c[j] += sum_{r < len} a[r*a_step + j] * b[r*b_step + j]          for j < NB,
-// with a and b both activations of `kind`. The sum over r is taken in four interleaved
-// partial sums (r mod 4) added at the end, a fixed order.
-using DepthwiseStridedFn = void (*)(int64_t len, const void* a, int64_t a_step, const void* b,
-                                    int64_t b_step, float* c);
+// Depthwise strided reduction (backprop filter), for `taps` (1 to kDepthwiseStridedTaps)
+// neighbouring column taps at once, each b vector read once for all of them:
+//   c[t*c_step + j] += sum_{r < len} a[r*a_step + t*tap_step + j] * b[r*b_step + j]
+// for t < taps, j < NB, with a and b both activations of `kind`. The sum over r is taken in
+// 4 / NV interleaved partial sums (r mod 4 / NV; one where NV >= 4) added in order at the
+// end, a fixed order.
+constexpr int kDepthwiseStridedTaps = 3;
+using DepthwiseStridedFn = void (*)(int64_t len, int taps, const void* a, int64_t a_step,
+                                    int64_t tap_step, const void* b, int64_t b_step, float* c,
+                                    int64_t c_step);
 
 // Plain aggregates with trivial constructors (no member initializers), so that no
 // constructor code is emitted by the instruction-set translation units.
