@@ -293,11 +293,13 @@ void BandCopySpace(const Add& add) {
 }
 
 // Winograd F(4x4, 3x3) (3x3, stride and dilation 1, at least 16 channels per group on both
-// sides): channel counts on both sides against the 16/32/64-wide column tiles, the GEMM tile
-// heights (the filter gradient's rows) and the 16-channel vectors of the transforms (the
-// tails of each), across the threshold; every output size 1..13 in
-// each dimension (whole 4x4 tiles and each partial one) with every padding, explicit pads past
-// the filter included (backprop input's source then starts inside the output gradient);
+// sides, at least 10 output pixels a tile): channel counts on both sides against the
+// 16/32/64-wide column tiles, the GEMM tile heights (the filter gradient's rows) and the
+// 16-channel vectors of the transforms (the tails of each), across the threshold; every
+// output size 1..13 in each dimension with every padding (across the pixels-a-tile bound:
+// 9x9 direct, 9x10 Winograd), and sizes 12..16 (whole 4x4 tiles and each partial one, all
+// Winograd), explicit pads past the filter included (backprop input's source then starts
+// inside the output gradient);
 // batches whose tiles fill a unit's block across images, or leave rows of the last GEMM tile
 // padded; reductions so wide that a block holds one GEMM tile; transformed filters too large
 // for the cache; a filter gradient over several chunks of tiles, and by slices, and its sums
@@ -307,7 +309,7 @@ void WinogradSpace(const Add& add) {
   std::vector<int64_t> counts = {15, 16, 17, 24, 31, 32, 33, 47, 48, 63, 64, 65, 80, 97, 128, 129};
   for (int64_t fi : counts) {
     for (int64_t k : counts) {
-      add({"winograd channels", 1, 5, 6, fi, 3, 3, fi, k, same, Layout::kNHWC, kAll});
+      add({"winograd channels", 1, 5, 8, fi, 3, 3, fi, k, same, Layout::kNHWC, kAll});
     }
   }
   std::vector<ConvAttrs> paddings = Paddings(1, 1, 1, 1);
@@ -319,46 +321,51 @@ void WinogradSpace(const Add& add) {
         add({"winograd spatial", 1, rows, cols, 32, 3, 3, 32, 33, attrs, Layout::kNHWC, kAll});
       }
     }
+    for (int64_t rows : Range(12, 16)) {
+      for (int64_t cols : Range(12, 16)) {
+        add({"winograd edges", 1, rows, cols, 32, 3, 3, 32, 33, attrs, Layout::kNHWC, kAll});
+      }
+    }
   }
   for (int64_t batch : Range(1, 9)) {
-    for (int64_t size : {3, 7, 9, 14}) {
+    for (int64_t size : {4, 7, 10, 14}) {
       add({"winograd batch", batch, size, size, 40, 3, 3, 40, 33, same, Layout::kNHWC, kAll});
     }
   }
   for (int64_t c : {900, 1200, 2100}) {
-    add({"winograd wide", 2, 6, 9, c, 3, 3, c, 17, same, Layout::kNHWC, kAll});
-    add({"winograd wide", 1, 5, 5, 33, 3, 3, 33, c, same, Layout::kNHWC, kAll});
+    add({"winograd wide", 2, 8, 9, c, 3, 3, c, 17, same, Layout::kNHWC, kAll});
+    add({"winograd wide", 1, 5, 8, 33, 3, 3, 33, c, same, Layout::kNHWC, kAll});
   }
   // A unit's transformed filter past 256 Ki floats (streamed: blocks of 48 tiles, fetched
   // ahead), where the transformed source is larger (else fused): 128 -> 96 on 99 tiles, the
   // last block padded, in column halves of 3 column blocks (one and two) while blocks are
-  // fewer than 16; 769 one-pixel images, 17 blocks,
-  // whole; channels whose 48 tiles pass 512 Ki floats (blocks of 36); a group's own filter
+  // fewer than 16; 769 images of one tile, 17 blocks, whole; channels whose 48 tiles pass 512 Ki floats (blocks of 36); a group's own filter
   // streamed, and every group's together.
   add({"winograd streamed", 11, 10, 9, 128, 3, 3, 128, 96, same, Layout::kNHWC, kAll});
-  add({"winograd streamed", 769, 1, 1, 96, 3, 3, 96, 80, same, Layout::kNHWC, kAll});
+  add({"winograd streamed", 769, 4, 4, 96, 3, 3, 96, 80, same, Layout::kNHWC, kForward | kInput});
   add({"winograd streamed", 4, 16, 16, 400, 3, 3, 400, 48, same, Layout::kNHWC, kAll});
   add({"winograd streamed", 3, 12, 12, 256, 3, 3, 128, 256, same, Layout::kNHWC, kAll});
   add({"winograd streamed", 2, 15, 13, 128, 3, 3, 64, 128, same, Layout::kNCHW, kAll});
   // Fused (a transformed filter larger than the source's, past 256K floats): past 4M floats
-  // (344 x 344 channels) only from 128 output pixels forward and 64 backprop input, one pixel
-  // either side (edge tiles; columns and channels past whole blocks); the source's tiles in
-  // several chunks of at most 2M floats (the forward of 60 tiles of 1024 channels); NCHW.
+  // (344 x 344 channels) only from 128 output pixels forward (126 direct) and 64 backprop
+  // input (63 direct; edge tiles; columns and channels past whole blocks); the source's tiles
+  // in several chunks of at most 2M floats (the forward of 30 tiles of 2048 channels); NCHW.
   add({"winograd fused", 1, 8, 16, 344, 3, 3, 344, 344, same, Layout::kNHWC, kForward});
-  add({"winograd fused", 1, 127, 1, 344, 3, 3, 344, 344, same, Layout::kNHWC, kForward});
+  add({"winograd fused", 1, 9, 14, 344, 3, 3, 344, 344, same, Layout::kNHWC, kForward});
   add({"winograd fused", 1, 8, 8, 344, 3, 3, 344, 344, same, Layout::kNHWC, kInput});
   add({"winograd fused", 1, 9, 7, 344, 3, 3, 344, 344, same, Layout::kNHWC, kInput});
-  add({"winograd fused chunks", 60, 1, 1, 1024, 3, 3, 1024, 100, same, Layout::kNHWC, kAll});
+  add({"winograd fused chunks", 30, 4, 4, 2048, 3, 3, 2048, 32, same, Layout::kNHWC,
+       kForward | kInput});
   add({"winograd fused nchw", 1, 4, 5, 100, 3, 3, 100, 100, same, Layout::kNCHW, kAll});
   add({"winograd filter chunks", 2, 44, 44, 512, 3, 3, 512, 32, same, Layout::kNHWC, kFilter});
   // The filter gradient fused (one group, sums past 256K floats, every tile in one chunk):
-  // past 4M floats of sums only from 16 tiles (16 and 15 images of one pixel), below that
-  // from any, NHWC and NCHW; NCHW images past kNchwChunkElements (23 x 23 x 2048), one a
+  // past 4M floats of sums only from 64 output pixels (64 and 63), below that from any, NHWC
+  // and NCHW; NCHW images past kNchwChunkElements (23 x 23 x 2048), one a
   // call, the second call adding to the first's dw.
-  add({"winograd filter fused", 16, 1, 1, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
-  add({"winograd filter fused", 15, 1, 1, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
-  add({"winograd filter fused", 3, 5, 5, 96, 3, 3, 96, 100, same, Layout::kNHWC, kFilter});
-  add({"winograd filter fused", 2, 6, 5, 100, 3, 3, 100, 96, same, Layout::kNCHW, kFilter});
+  add({"winograd filter fused", 1, 8, 8, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
+  add({"winograd filter fused", 1, 9, 7, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
+  add({"winograd filter fused", 3, 5, 8, 96, 3, 3, 96, 100, same, Layout::kNHWC, kFilter});
+  add({"winograd filter fused", 2, 6, 8, 100, 3, 3, 100, 96, same, Layout::kNCHW, kFilter});
   add({"winograd filter fused calls", 2, 23, 23, 16, 3, 3, 16, 2048, same, Layout::kNCHW, kFilter});
   // Filter-gradient sums past 4 Mi floats (36 x 344 x 344; 4 groups of 176 x 176) on one tile,
   // fewer than pay for them: the direct pass.
@@ -381,7 +388,7 @@ void WinogradSpace(const Add& add) {
       for (int64_t kg : {16, 40}) {
         add({"winograd groups", 2, 6, 7, groups * fi, 3, 3, fi, groups * kg, same, Layout::kNHWC,
              kAll});
-        add({"winograd groups", 1, 9, 5, groups * fi, 3, 3, fi, groups * kg, same, Layout::kNCHW,
+        add({"winograd groups", 1, 9, 7, groups * fi, 3, 3, fi, groups * kg, same, Layout::kNCHW,
              kAll});
       }
     }

@@ -26,6 +26,15 @@ constexpr int kOut = 4;                  // output tile: 4 x 4
 // less than the multiplies they save (at 16, Winograd ran 1.4x faster forward and 1.2x
 // faster for backprop input than the direct passes on a 32x32 layer).
 constexpr int64_t kMinChannels = 16;
+// Output pixels a 4x4 tile holds on average at least (of 16). Fewer, and its 36 products
+// per channel pair (and the transforms) cost more than the direct sums' 9 a pixel, fewer
+// still at the image's edges. Through the core (AMD EPYC, two threads), Winograd against the
+// direct passes: forward 128 -> 128 over 16x3x3 (9 a tile) 0.258 against 0.138 ms, over
+// 8x5x5 (6.25) 0.458 against 0.220, over 64x1x1 0.66 against 0.015; 512 -> 512 over 128x1x1
+// 17.8 against 0.34, 16x3x3 3.85 against 2.72; filter gradient 512 -> 512 over 64x1x1 10.0
+// against 0.54, 16x3x3 3.0 against 2.8, 1x9x9 2.3-2.7 against 2.1, 1x9x10 (10 a tile) 2.0-2.3
+// against 2.2, 1x7x14 (12.25) 2.1 against 2.3-2.5.
+constexpr int64_t kMinTilePixels = 10;
 // The float32 filter gradient's direct pass beats Winograd up to this product of in-depth and
 // out-depth per group (batch 32 of 32x32 images, interleaved in one process): 16 -> 16 direct
 // 1.09-1.20x faster, 16 -> 32 and 32 -> 16 0.99-1.15x; past it Winograd, 24 -> 24 1.24x,
@@ -37,8 +46,8 @@ constexpr int64_t kFilterMaxDirectProduct = 512;
 // to transform than few output pixels save, and the direct passes are faster: forward below
 // kLargeFilterMinPixels[1] output pixels, backprop input below kLargeFilterMinPixels[0];
 // the filter gradient below kFilterLargeSumsMinTiles tiles where its sums are read and
-// written through memory, below kFusedFilterMinTiles where it runs fused (FilterFused; twice
-// as many either way in bfloat16 on pairs). 3x3 512 -> 512, through the core (AMD EPYC, two
+// written through memory, below kFusedFilterMinPixels output pixels where it runs fused
+// (FilterFused; twice as many either way in bfloat16 on pairs). 3x3 512 -> 512, through the core (AMD EPYC, two
 // threads), direct against Winograd fused, float32: forward over 2x7x7 (98 pixels) 2.14
 // against 2.50 ms, 1x10x10 2.24 against 2.52, 1x12x12 3.16 against 2.78, 3x7x7 3.11 against
 // 2.63; backprop input over 1x7x7 1.56 against 1.86, 1x8x8 1.81 against 1.48. Filter
@@ -228,7 +237,8 @@ void WriteTiles(const Problem& p, const TileGrid& grid, WinogradOutputFn output_
 }
 
 // Whether the shape is Winograd's, in a kind it runs: 3x3, stride and dilation 1, at least
-// kMinChannels a group on both sides, outside exact mode.
+// kMinChannels a group on both sides and kMinTilePixels output pixels a tile, outside exact
+// mode.
 template <typename T>
 bool WinogradShape(const ConvGeometry& g, bool forward) {
   if constexpr (KindOf<T>() < 0) {
@@ -241,7 +251,8 @@ bool WinogradShape(const ConvGeometry& g, bool forward) {
     }
     const Problem p = MakeProblem(g, forward);
     return p.src_group >= kMinChannels && p.dst_group >= kMinChannels && p.dst_rows > 0 &&
-           p.dst_cols > 0 && p.batch > 0;
+           p.dst_cols > 0 && p.batch > 0 &&
+           p.batch * p.dst_rows * p.dst_cols >= kMinTilePixels * TileGrid(p).tiles;
   }
 }
 
@@ -563,10 +574,11 @@ int64_t FilterTileFloats(const ConvGeometry& g, int64_t nb) {
 // floats) are never zeroed, written and read back whole. Through the core (AMD EPYC, two
 // threads), against the direct pass below kFilterLargeSumsMinTiles and the unfused pass from
 // there: 3x3 512 -> 512 over 1x14x14 (16 tiles) 7.0 -> 6.2 ms, over 2x14x14 10.4 -> 7.5 ms,
-// over 16x7x7 14.7 -> 11.9 ms; 256 -> 256 over 1x14x14 1.64 -> 1.05 ms; over 1x7x7 (4
-// tiles) the direct pass stays ahead, 3.5
-// against 3.9 ms (kFusedFilterMinTiles).
-constexpr int64_t kFusedFilterMinTiles = 16;
+// over 16x7x7 14.7 -> 11.9 ms; 256 -> 256 over 1x14x14 1.64 -> 1.05 ms. Past 16 MiB of sums
+// it starts at kFusedFilterMinPixels output pixels, 512 -> 512, direct against fused: 1x7x7
+// 1.40-1.48 against 1.79-1.82 ms, 1x8x8 1.66 against 1.53-1.57, 1x4x16 1.57-1.61 against
+// 1.57-1.79, 2x7x7 2.56 against 2.15-2.23.
+constexpr int64_t kFusedFilterMinPixels = 64;
 bool FilterFused(const ConvGeometry& g) {
   const SumsSides sides(g);
   return g.groups == 1 && kPoints * sides.cp * sides.kgp > kSlicedMaxFloats &&
@@ -586,11 +598,12 @@ bool WinogradFilterApplies(const ConvGeometry& g) {
     return false;
   }
   // Sums past kLargeFilterFloats go through memory, unless fused; the direct pass wins until
-  // the tiles pay for that (kFilterLargeSumsMinTiles, fused kFusedFilterMinTiles; twice as
-  // many where bfloat16's direct pass runs on pairs).
+  // the tiles pay for that (kFilterLargeSumsMinTiles; fused, kFusedFilterMinPixels output
+  // pixels; twice as many where bfloat16's direct pass runs on pairs).
   if (TransformedFilterFloats(g) <= kLargeFilterFloats) return true;
-  const int64_t least = FilterFused(g) ? kFusedFilterMinTiles : kFilterLargeSumsMinTiles;
-  return Tiles(g, true) >= (DirectOnPairs<T>() ? 2 : 1) * least;
+  const int64_t times = DirectOnPairs<T>() ? 2 : 1;
+  if (FilterFused(g)) return g.batch * g.out_rows * g.out_cols >= times * kFusedFilterMinPixels;
+  return Tiles(g, true) >= times * kFilterLargeSumsMinTiles;
 }
 
 template <typename T>
