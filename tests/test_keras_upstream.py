@@ -21,9 +21,11 @@ FILES = ["conv_test.py", "conv_transpose_test.py", "depthwise_conv_test.py"]
 def run_upstream(routed, out_dir):
     """Runs the upstream files in a fresh interpreter; ({test id: outcome}, output)."""
     folder = pathlib.Path(keras.__file__).parent / "src" / "layers" / "convolutional"
-    return run_upstream_pytest([folder / f for f in FILES], HERE / "keras_upstream",
-                               ["route_to_tf_ops"] if routed else [], {"KERAS_BACKEND": "tensorflow"},
-                               out_dir, "routed" if routed else "keras")
+    # Both runs draw the same random values in each test (seed_each_test).
+    plugins = ["seed_each_test"] + (["route_to_tf_ops"] if routed else [])
+    return run_upstream_pytest([folder / f for f in FILES], HERE / "keras_upstream", plugins,
+                               {"KERAS_BACKEND": "tensorflow"}, out_dir,
+                               "routed" if routed else "keras")
 
 
 class KerasUpstreamTest(tf.test.TestCase):
