@@ -339,8 +339,8 @@ void WinogradSpace(const Add& add) {
   // A unit's transformed filter past 256 Ki floats (streamed: blocks of 48 tiles, fetched
   // ahead), where the transformed source is larger (else fused): 128 -> 96 on 99 tiles, the
   // last block padded, in column halves of 3 column blocks (one and two) while blocks are
-  // fewer than 16; 769 images of one tile, 17 blocks, whole; channels whose 48 tiles pass 512 Ki floats (blocks of 36); a group's own filter
-  // streamed, and every group's together.
+  // fewer than 16; 769 images of one tile, 17 blocks, whole; channels whose 48 tiles pass 512
+  // Ki floats (blocks of 36); a group's own filter streamed, and every group's together.
   add({"winograd streamed", 11, 10, 9, 128, 3, 3, 128, 96, same, Layout::kNHWC, kAll});
   add({"winograd streamed", 769, 4, 4, 96, 3, 3, 96, 80, same, Layout::kNHWC, kForward | kInput});
   add({"winograd streamed", 4, 16, 16, 400, 3, 3, 400, 48, same, Layout::kNHWC, kAll});
@@ -360,8 +360,8 @@ void WinogradSpace(const Add& add) {
   add({"winograd filter chunks", 2, 44, 44, 512, 3, 3, 512, 32, same, Layout::kNHWC, kFilter});
   // The filter gradient fused (one group, sums past 256K floats, every tile in one chunk):
   // past 4M floats of sums only from 64 output pixels (64 and 63), below that from any, NHWC
-  // and NCHW; NCHW images past kNchwChunkElements (23 x 23 x 2048), one a
-  // call, the second call adding to the first's dw.
+  // and NCHW; NCHW images past kNchwChunkElements (23 x 23 x 2048), one a call, the second
+  // call adding to the first's dw.
   add({"winograd filter fused", 1, 8, 8, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
   add({"winograd filter fused", 1, 9, 7, 344, 3, 3, 344, 344, same, Layout::kNHWC, kFilter});
   add({"winograd filter fused", 3, 5, 8, 96, 3, 3, 96, 100, same, Layout::kNHWC, kFilter});

@@ -47,12 +47,12 @@ constexpr int64_t kFilterMaxDirectProduct = 512;
 // kLargeFilterMinPixels[1] output pixels, backprop input below kLargeFilterMinPixels[0];
 // the filter gradient below kFilterLargeSumsMinTiles tiles where its sums are read and
 // written through memory, below kFusedFilterMinPixels output pixels where it runs fused
-// (FilterFused; twice as many either way in bfloat16 on pairs). 3x3 512 -> 512, through the core (AMD EPYC, two
-// threads), direct against Winograd fused, float32: forward over 2x7x7 (98 pixels) 2.14
-// against 2.50 ms, 1x10x10 2.24 against 2.52, 1x12x12 3.16 against 2.78, 3x7x7 3.11 against
-// 2.63; backprop input over 1x7x7 1.56 against 1.86, 1x8x8 1.81 against 1.48. Filter
-// gradient, direct against Winograd through memory: batch 1 of 14x14 4.9 against 8.0, batch
-// 2 9.0 against 9.5, 7x7 images of batch 16 (64 tiles) 16.5 against 14.1; bfloat16 on
+// (FilterFused; twice as many either way in bfloat16 on pairs). 3x3 512 -> 512, through the
+// core (AMD EPYC, two threads), direct against Winograd fused, float32: forward over 2x7x7
+// (98 pixels) 2.14 against 2.50 ms, 1x10x10 2.24 against 2.52, 1x12x12 3.16 against 2.78,
+// 3x7x7 3.11 against 2.63; backprop input over 1x7x7 1.56 against 1.86, 1x8x8 1.81 against
+// 1.48. Filter gradient, direct against Winograd through memory: batch 1 of 14x14 4.9 against
+// 8.0, batch 2 9.0 against 9.5, 7x7 images of batch 16 (64 tiles) 16.5 against 14.1; bfloat16 on
 // pairs: batch 1 2.8 against 7.5, batch 4 (64 tiles) 10.0 against 11.9, 7x7 of batch 16 10.8
 // against 15.7, 8x8 of batch 32 (128 tiles) 26.0 against 24.8. At 256 -> 256 the sums, 9
 // MiB, stay in the cache, and Winograd's filter gradient wins from 16 tiles.
