@@ -45,6 +45,7 @@ namespace cpu {
   X(kWinogradFused, "winograd/fused: each unit transforms its column block of the filter")    \
   X(kWinogradFusedChunks, "winograd/fused: several chunks of tiles")                          \
   X(kWinogradFusedParts, "winograd/fused: a column block's tiles split between units")        \
+  X(kWinogradFusedDepthChunks, "winograd/fused: the source's channels in several chunks")     \
   X(kGemmBf16Pairs, "gemm/bfloat16 pair panels")                                              \
   X(kColumnsMergedBlocks, "columns merged/several column blocks")                             \
   X(kColumnsMergedFullTiles, "columns merged/whole tiles of a row")                           \
