@@ -9,7 +9,8 @@ library was built with, and runs once per instruction set this processor has (ca
 TF_OPS_CPU_ISA). Under TF_OPS_SANITIZE=1 (.ci/sanitize) it is built with AddressSanitizer and
 UndefinedBehaviorSanitizer and runs the best instruction set only, on about a quarter of each
 space's geometries (SANITIZED_SAMPLE; the full spaces run unsanitized on every instruction set),
-still required to reach every path and micro-kernel."""
+in one part per processor side by side (--shard), still required to reach every path and
+micro-kernel: what no part reached fails."""
 import concurrent.futures
 import os
 import re
@@ -43,22 +44,48 @@ class KernelSweepTest(tf.test.TestCase):
 
     def test_every_space_on_every_instruction_set(self):
         isas = core_build.available_isas()
-        args, least = (), 100000
+        cpus = os.cpu_count() or 1
+        args, least, parts = (), 100000, 1
         if core_build.SANITIZE:
             isas = isas[-1:]
             args, least = ("--sample", str(SANITIZED_SAMPLE)), 100000 // (2 * SANITIZED_SAMPLE)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            results = dict(zip(isas, pool.map(lambda isa: run_driver(self.driver, isa, *args), isas)))
-        for isa, (code, out) in results.items():
-            self.assertIn(f"isa {isa}\n", out, out[-3000:])
-            failures = [line for line in out.splitlines() if line.startswith(("FAIL", "UNREACHED"))]
-            self.assertEqual(failures, [], f"{isa}:\n" + "\n".join(failures[:40]))
-            self.assertEqual(code, 0, f"{isa}:\n{out[-3000:]}")
-            cases = int(re.search(r"^cases (\d+) runs (\d+) failures 0$", out, re.M).group(1))
+            parts = cpus
+        runs = [(isa, part) for isa in isas for part in range(parts)]
+
+        def run(job):
+            isa, part = job
+            shard = ("--shard", f"{part}/{parts}") if parts > 1 else ()
+            return run_driver(self.driver, isa, *args, *shard)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=cpus) as pool:
+            results = dict(zip(runs, pool.map(run, runs)))
+        for isa in isas:
+            outs = [results[(isa, part)] for part in range(parts)]
+            cases, unreached = 0, None
+            for part, (code, out) in enumerate(outs):
+                self.assertIn(f"isa {isa}\n", out, out[-3000:])
+                failures = [line for line in out.splitlines() if line.startswith("FAIL")]
+                self.assertEqual(failures, [], f"{isa}:\n" + "\n".join(failures[:40]))
+                self.assertEqual(code, 0, f"{isa}:\n{out[-3000:]}")
+                cases += int(re.search(r"^cases (\d+) runs (\d+) failures 0$", out, re.M).group(1))
+                if parts > 1:
+                    self.assertIn(f"coverage of part {part} of {parts}\n", out)
+                # What this part did not reach; what no part reached fails.
+                missed = {line for line in out.splitlines() if line.startswith("UNREACHED")}
+                unreached = missed if unreached is None else unreached & missed
+                self.assertRegex(out, r"(?m)^kernels \d+ reached of \d+$")
             self.assertGreater(cases, least, isa)
-            kernels = re.search(r"^kernels (\d+) reached of (\d+)$", out, re.M)
-            self.assertEqual(kernels.group(1), kernels.group(2), isa)
-            self.assertRegex(out, r"(?m)^unreached 0$")
+            self.assertEqual(sorted(unreached), [], isa)
+
+    def test_a_part_reports_what_it_did_not_reach(self):
+        # A part (--shard) lists the paths and kernels it missed and leaves the verdict to
+        # the caller, which fails on what no part reached.
+        code, out = run_driver(self.driver, core_build.available_isas()[-1], "--sample", "1000",
+                               "--shard", "0/1000")
+        self.assertEqual(code, 0, out[-2000:])
+        self.assertIn("coverage of part 0 of 1000\n", out)
+        self.assertRegex(out, r"(?m)^UNREACHED path: ")
+        self.assertRegex(out, r"(?m)^UNREACHED kernel: ")
 
     def test_driver_reports_a_wrong_result(self):
         # The sweep's checks can fail: a fast kernel that drops a filter column (through the

@@ -21,6 +21,9 @@
 // --sample N runs about one geometry in N of each part of each space (and at least the
 // first of each part) and still requires every path and micro-kernel to be reached: a
 // shorter run for slow builds (the sanitized one).
+// --shard I/N runs geometries I, I + N, ... of the list (each on the data it gets in the
+// whole run) and reports the paths and micro-kernels it did not reach without failing on
+// them: a caller running the N parts side by side fails on what none of them reached.
 // --plant-fault hands the fast kernels a filter with its last value zeroed (the reference
 // keeps it): a test that the checks report a kernel that drops a filter tap.
 // The instruction set is the processor's best, capped by TF_OPS_CPU_ISA.
@@ -875,14 +878,21 @@ class Runner {
  public:
   explicit Runner(Stats* stats) : stats_(stats) {}
 
-  void Run(const Spec& s) {
+  // Whether s is a convolution (not one with an output of no pixels: nothing fast to check),
+  // and its geometry.
+  static bool Geometry(const Spec& s, ConvGeometry* g) {
+    const std::string error =
+        MakeConvGeometry(s.batch, s.rows, s.cols, s.depth, s.kh, s.kw, s.fi, s.k, s.attrs, g);
+    return error.empty() && g->out_rows > 0 && g->out_cols > 0;
+  }
+
+  // Runs case number `number` (1, 2, ... over the whole list's convolutions), on data drawn
+  // from that number.
+  void Run(const Spec& s, int64_t number) {
     ConvGeometry g;
-    if (!MakeConvGeometry(s.batch, s.rows, s.cols, s.depth, s.kh, s.kw, s.fi, s.k, s.attrs, &g).empty() ||
-        g.out_rows <= 0 || g.out_cols <= 0) {
-      return;  // not a convolution (an output of no pixels): nothing fast to check
-    }
+    if (!Geometry(s, &g)) return;
     ++stats_->cases;
-    std::mt19937_64 rng(0x5eed + stats_->cases);
+    std::mt19937_64 rng(0x5eed + number);
     std::uniform_real_distribution<double> uniform(-1.0, 1.0);
     const auto fill = [&](int64_t n) {
       std::vector<double> v(n);
@@ -1097,7 +1107,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!only.empty() || shards > 1) coverage = false;  // a part cannot reach everything
+  if (!only.empty()) coverage = false;  // one space cannot reach everything
   std::vector<Spec> specs;
   for (const auto& [name, space] : kSpaces) {
     // A fixed pseudo-random choice: a plain stride could fall in step with an inner loop of
@@ -1125,7 +1135,12 @@ int Main(int argc, char** argv) {
   SetCoverageRecording(true);
   Stats stats;
   Runner runner(&stats);
-  for (size_t i = shard; i < specs.size(); i += shards) runner.Run(specs[i]);
+  std::vector<int64_t> number(specs.size(), 0);  // case numbers, as the whole list runs
+  for (size_t i = 0, n = 0; i < specs.size(); ++i) {
+    ConvGeometry g;
+    if (Runner::Geometry(specs[i], &g)) number[i] = static_cast<int64_t>(++n);
+  }
+  for (size_t i = shard; i < specs.size(); i += shards) runner.Run(specs[i], number[i]);
   SetCoverageRecording(false);
 
   std::printf("isa %s\n", FastKernelIsa());
@@ -1200,8 +1215,12 @@ int Main(int argc, char** argv) {
     });
     std::printf("kernels %lld reached of %lld\n", (long long)reached, (long long)kernels);
     std::printf("unreached %lld\n", (long long)unreached);
+    if (shards > 1) {
+      std::printf("coverage of part %lld of %lld\n", (long long)shard, (long long)shards);
+    }
   }
-  return stats.failures == 0 && unreached == 0 ? 0 : 1;
+  // A part's unreached paths and kernels are the caller's to unite.
+  return stats.failures == 0 && (unreached == 0 || shards > 1) ? 0 : 1;
 }
 
 }  // namespace
