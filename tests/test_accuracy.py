@@ -40,6 +40,16 @@ LAYERS = [
 ]
 
 
+# (name, input NHWC, filter HWIO, stride, padding, data format): strided layers whose filter
+# spans three strides each way, which run Winograd over a space-to-depth copy (every one here
+# in both directions).
+PHASE_LAYERS = [
+    ("5x5 stride 2", (2, 28, 28, 64), (5, 5, 64, 96), 2, "SAME", "NHWC"),
+    ("6x6 stride 2", (2, 30, 29, 48), (6, 6, 48, 64), 2, "VALID", "NCHW"),
+    ("9x9 stride 3", (1, 48, 48, 16), (9, 9, 16, 40), 3, "SAME", "NHWC"),
+]
+
+
 def _to_format(a, data_format):
     return np.transpose(a, (0, 3, 1, 2)) if data_format == "NCHW" else a
 
@@ -66,6 +76,54 @@ def patch_sums(src_abs, pad_top, pad_left, out_rows, out_cols):
         for b in range(6):
             patch += padded[:, a:a + th * 4:4, b:b + tw * 4:4][:, :th, :tw]
     return patch
+
+
+def phase_scale(direction, src_abs, w_abs, stride, pad_top, pad_left, in_shape, out_shape):
+    """P for each element of the output (forward) or input gradient of a strided layer run as
+    Winograd over a space-to-depth copy: copy pixel (i, j) holds input pixel (i s + a - pad_top,
+    j s + b - pad_left) as channel (a, b, c), for i < out_rows + 2, j < out_cols + 2, and copy
+    tap (p, q) holds w's tap (p s + a, q s + b) (zero past w). Forward, the tiles are the
+    output's over the copy (no padding); backprop input, the copy of dx's over dy (read at pads
+    2), each dx pixel taking its copy pixel's value. NHWC."""
+    s = stride
+    n, h, w_, c = in_shape
+    oh, ow = out_shape
+    kh, kw, _, k = w_abs.shape
+    rows, cols = oh + 2, ow + 2
+    wc = np.zeros((3, 3, s, s, c, k))
+    for p in range(3):
+        for q in range(3):
+            for a in range(s):
+                for b in range(s):
+                    if p * s + a < kh and q * s + b < kw:
+                        wc[p, q, a, b] = w_abs[p * s + a, q * s + b]
+    wsum = wc.sum(axis=(0, 1)).reshape(s * s * c, k)
+    if direction == "forward":
+        xc = np.zeros((n, rows, cols, s, s, c))
+        for a in range(s):
+            for b in range(s):
+                for i in range(rows):
+                    r = i * s + a - pad_top
+                    if not 0 <= r < h:
+                        continue
+                    for j in range(cols):
+                        col = j * s + b - pad_left
+                        if 0 <= col < w_:
+                            xc[:, i, j, a, b] = src_abs[:, r, col]
+        patch = patch_sums(xc.reshape(n, rows, cols, s * s * c), 0, 0, oh, ow)
+        scale = patch @ wsum
+        return np.repeat(np.repeat(scale, 4, axis=1), 4, axis=2)[:, :oh, :ow]
+    patch = patch_sums(src_abs, 2, 2, rows, cols)
+    copy = np.repeat(np.repeat(patch @ wsum.T, 4, axis=1), 4, axis=2)[:, :rows, :cols]
+    copy = copy.reshape(n, rows, cols, s, s, c)
+    scale = np.zeros(in_shape)
+    for r in range(h):
+        i, a = divmod(r + pad_top, s)
+        for col in range(w_):
+            j, b = divmod(col + pad_left, s)
+            if i < rows and j < cols:
+                scale[:, r, col] = copy[:, i, j, a, b]
+    return scale
 
 
 class AccuracyTest(tf.test.TestCase):
@@ -162,6 +220,77 @@ class AccuracyTest(tf.test.TestCase):
         print("\nalgorithm              dtype     direction        worst error/bound  max error/max |exact|")
         for algorithm, dtype, direction, ratio, rel in table:
             print(f"{algorithm:22s} {dtype:9s} {direction:16s} {ratio:17.3g}  {rel:21.2e}")
+
+    def _measure_strided(self, layer, direction, dtype, exact, rng):
+        """(worst error / bound, max error / max |exact|, our result) of a strided layer."""
+        name, xs, ws, stride, padding, fmt = layer
+        n, h, w_, c = xs
+        kh, kw, _, k = ws
+        x = tf.cast(tf.cast(rng.standard_normal(xs), dtype), tf.float64).numpy()
+        w = tf.cast(tf.cast(rng.standard_normal(ws), dtype), tf.float64).numpy()
+        if padding == "SAME":
+            oh, ow = -(-h // stride), -(-w_ // stride)
+            pt = max((oh - 1) * stride + kh - h, 0) // 2
+            pl = max((ow - 1) * stride + kw - w_, 0) // 2
+        else:
+            oh, ow = (h - kh) // stride + 1, (w_ - kw) // stride + 1
+            pt = pl = 0
+        dy = tf.cast(tf.cast(rng.standard_normal((n, oh, ow, k)), dtype), tf.float64).numpy()
+        strides = [1, stride, stride, 1] if fmt == "NHWC" else [1, 1, stride, stride]
+        tf_ops.set_exact_mode(exact)
+        xf, dyf = _to_format(x, fmt), _to_format(dy, fmt)
+        if direction == "forward":
+            ours = tf_ops.conv2d(tf.constant(xf, dtype), tf.constant(w, dtype), strides, padding, data_format=fmt)
+            exact_val = reference.conv2d(xf, w, strides, padding, data_format=fmt)
+            abs_val = reference.conv2d(np.abs(xf), np.abs(w), strides, padding, data_format=fmt)
+            products = kh * kw * c
+        else:
+            ours = tf_ops.conv2d_backprop_input(xf.shape, tf.constant(w, dtype), tf.constant(dyf, dtype), strides,
+                                                padding, data_format=fmt)
+            exact_val = reference.conv2d_backprop_input(xf.shape, w, dyf, strides, padding, data_format=fmt)
+            abs_val = reference.conv2d_backprop_input(xf.shape, np.abs(w), np.abs(dyf), strides, padding,
+                                                      data_format=fmt)
+            # The most products any input pixel takes: ceil(kh / s) x ceil(kw / s) taps reach it.
+            products = -(-kh // stride) * -(-kw // stride) * k
+        ours = _from_format(tf.cast(ours, tf.float64).numpy(), fmt)
+        exact_val, abs_val = _from_format(exact_val, fmt), _from_format(abs_val, fmt)
+        err = np.abs(ours - exact_val)
+        bound = (2 * products * U + UNIT[dtype]) * abs_val + FLOOR[dtype]
+        if not exact:
+            src = np.abs(x) if direction == "forward" else np.abs(dy)
+            scale = phase_scale(direction, src, np.abs(w), stride, pt, pl, xs, (oh, ow))
+            bound = bound + 2 * (products + 16) * U * scale
+        # Input pixels no tap reaches (VALID) are exactly 0 with a bound of 0.
+        ratio = np.divide(err, bound, out=np.zeros_like(err), where=err > 0)
+        return float(np.max(ratio)), float(np.max(err) / np.max(np.abs(exact_val))), ours
+
+    def test_strided_winograd_within_its_bound(self):
+        # Strided layers whose filter spans three strides each way run Winograd over a
+        # space-to-depth copy: within the Winograd bound with P of that copy, and within the
+        # direct bound in exact mode. Outside exact mode the results must differ from exact
+        # mode's (Winograd ran), but for bfloat16 where it runs its direct sums on pairs.
+        rng = np.random.default_rng(7)
+        pairs = "bf16" in tf_ops.cpu_kernel_isa() or "amx" in tf_ops.cpu_kernel_isa()
+        table = []
+        for dtype in (tf.float32, tf.bfloat16, tf.float16):
+            for direction in ("forward", "backprop input"):
+                worst = {True: (0.0, 0.0), False: (0.0, 0.0)}
+                for layer in PHASE_LAYERS:
+                    seed = int(rng.integers(1 << 30))
+                    results = {}
+                    for exact in (True, False):
+                        ratio, rel, results[exact] = self._measure_strided(layer, direction, dtype, exact,
+                                                                          np.random.default_rng(seed))
+                        self.assertLessEqual(ratio, 1.0, f"{layer[0]} {direction} {dtype.name} exact={exact}")
+                        worst[exact] = (max(worst[exact][0], ratio), max(worst[exact][1], rel))
+                    if dtype != tf.bfloat16 or not pairs:
+                        self.assertGreater(np.count_nonzero(results[True] != results[False]), 0,
+                                           f"{layer[0]} {direction} {dtype.name}: Winograd did not run")
+                for exact, algorithm in ((True, "direct (exact mode)"), (False, "Winograd, stride phases")):
+                    table.append((algorithm, dtype.name, direction) + worst[exact])
+        print("\nalgorithm                dtype     direction        worst error/bound  max error/max |exact|")
+        for algorithm, dtype, direction, ratio, rel in table:
+            print(f"{algorithm:24s} {dtype:9s} {direction:16s} {ratio:17.3g}  {rel:21.2e}")
 
     def test_exact_mode_is_the_direct_sum(self):
         # Outputs that read only zeros: the direct sum is exactly 0. Winograd computes them from

@@ -406,6 +406,41 @@ void WinogradSpace(const Add& add) {
   }
 }
 
+// Strided forward and backprop-input passes as Winograd over space-to-depth copies: filters
+// spanning three strides each way (5x5, 6x6 and 6x5 at stride 2, 7x7 and 9x8 at stride 3,
+// mixed strides) and two (4x4 at stride 2: never taken), each padding, sizes whose outputs end mid-tile and whose Winograd takes
+// fewer or more than kPhasesMaxProducts of the strided products (backprop input, on the copy
+// of dx, from 13 output pixels a side), channels across Winograd's least (copy depth
+// 16, 16 columns), a forward pass fused, batches, NCHW, and copies in several chunks of
+// images (both directions: a part of its own, so that sampled runs reach both).
+void PhasesSpace(const Add& add) {
+  const int64_t filters[][4] = {{5, 5, 2, 2}, {4, 4, 2, 2}, {6, 6, 2, 2}, {6, 5, 2, 2},
+                                {7, 7, 3, 3}, {9, 8, 3, 3}, {3, 5, 1, 2}, {6, 3, 2, 1}};
+  for (const auto& f : filters) {
+    for (const ConvAttrs& attrs : Paddings(f[2], f[3], 1, 1)) {
+      for (int64_t rows : {9, 16, 23, 28, 33}) {
+        for (int64_t cols : {10, 16, 29, 31}) {
+          add({"winograd phases", 1, rows * f[2] / 2, cols * f[3] / 2, 8, f[0], f[1], 8, 17, attrs,
+               Layout::kNHWC, kForward | kInput});
+        }
+      }
+    }
+  }
+  const ConvAttrs same = Attrs(2, 2, 1, 1, Padding::kSame);
+  for (int64_t c : {3, 4, 5, 16, 33}) {
+    for (int64_t k : {15, 16, 17, 33, 64}) {
+      add({"winograd phases channels", 1, 30, 29, c, 5, 5, c, k, same, Layout::kNHWC, kForward | kInput});
+    }
+  }
+  for (int64_t batch : {2, 3}) {
+    add({"winograd phases batch", batch, 28, 30, 12, 5, 5, 12, 20, same, Layout::kNHWC, kForward | kInput});
+    add({"winograd phases nchw", batch, 29, 28, 12, 5, 5, 12, 20, same, Layout::kNCHW, kForward | kInput});
+  }
+  add({"winograd phases fused", 1, 32, 32, 96, 5, 5, 96, 130, same, Layout::kNHWC, kForward | kInput});
+  add({"winograd phases chunks", 17, 64, 64, 32, 5, 5, 32, 16, Attrs(2, 2, 1, 1, Padding::kValid),
+       Layout::kNHWC, kForward | kInput});
+}
+
 // Depthwise: every channel count 1..150 (blocks of 64, 32 and 16 channels and the scalar
 // remainder in every mix) at depth multipliers 1, 2 and 3; the column classes of the row
 // kernels (filter width 1..7 against column stride 1..3, dilation 1..2 and every row length
@@ -716,7 +751,7 @@ void FilterTilesSpace(const Add& add) {
 const std::pair<const char*, void (*)(const Add&)> kSpaces[] = {
     {"channels", ChannelSpace}, {"groups", GroupSpace},     {"columns", ColumnsMergedSpace},
     {"spatial", SpatialSpace},  {"chunks", ChunkSpace},     {"depthwise", DepthwiseSpace},
-    {"filter", FilterSpace},    {"nchw", NchwSpace},       {"winograd", WinogradSpace},
+    {"filter", FilterSpace},    {"nchw", NchwSpace},       {"winograd", WinogradSpace}, {"winograd phases", PhasesSpace},
     {"band copy", BandCopySpace}, {"amx tiles", AmxSpace},     {"amx filter tiles", FilterTilesSpace},
     {"in place", InPlaceSpace},
 };
@@ -784,8 +819,103 @@ struct TypeInfo<Eigen::bfloat16> {
 // channels c of (sum of |source| over the tile's 6x6 patch in channel c) times (sum of
 // |filter| over the 3x3 taps joining c to the element's channel). P is at least the
 // element's sum of absolute products.
+//
+// A strided pass runs Winograd over a space-to-depth copy (its filter spanning three strides
+// each way, one group): source pixel (i, j) of the copy holds input pixel (i * sr + a - pad_top,
+// j * sc + b - pad_left) as channel (a, b, c), and its 3x3 filter tap (p, q) holds w's tap
+// (p * sr + a, q * sc + b) (zero past w). Forward, the tiles are the output's and the patch
+// of tile (th, tw) is copy pixels (4 th + r, 4 tw + c), r, c < 6; backprop input, the tiles
+// are the copy of dx's (out_rows + 2 by out_cols + 2 pixels), the patch of tile (th, tw) is dy
+// pixels (4 th + r - 2, 4 tw + c - 2), and dx pixel (R, C) takes the scale of its copy pixel
+// ((R + pad_top) / sr, (C + pad_left) / sc) in channel (a, b, c) for a = (R + pad_top) % sr,
+// b = (C + pad_left) % sc.
+std::vector<double> PhasesScale(const ConvGeometry& g, Layout layout, bool forward,
+                                const std::vector<double>& src_abs, const std::vector<double>& w_abs) {
+  const int64_t C = g.in_depth, K = g.out_depth, KH = g.filter_rows, KW = g.filter_cols;
+  const int64_t sr = g.stride_rows, sc = g.stride_cols;
+  const auto at = [&](int64_t n, int64_t r, int64_t c, int64_t ch, int64_t rows, int64_t cols, int64_t chans) {
+    return layout == Layout::kNHWC ? ((n * rows + r) * cols + c) * chans + ch
+                                   : ((n * chans + ch) * rows + r) * cols + c;
+  };
+  // taps[(a * sc + b) * C + c][k]: sum of |w| over the copy filter's taps joining copy channel
+  // (a, b, c) to output channel k.
+  std::vector<double> taps(sr * sc * C * K, 0.0);
+  for (int64_t a = 0; a < sr; ++a) {
+    for (int64_t b = 0; b < sc; ++b) {
+      for (int64_t p = 0; p < 3 && p * sr + a < KH; ++p) {
+        for (int64_t q = 0; q < 3 && q * sc + b < KW; ++q) {
+          for (int64_t c = 0; c < C; ++c) {
+            for (int64_t k = 0; k < K; ++k) {
+              taps[((a * sc + b) * C + c) * K + k] += w_abs[(((p * sr + a) * KW + q * sc + b) * C + c) * K + k];
+            }
+          }
+        }
+      }
+    }
+  }
+  std::vector<double> scale(forward ? g.output_elements() : g.input_elements(), 0.0);
+  if (forward) {
+    std::vector<double> patch(sr * sc * C);
+    for (int64_t n = 0; n < g.batch; ++n) {
+      for (int64_t th = 0; th * 4 < g.out_rows; ++th) {
+        for (int64_t tw = 0; tw * 4 < g.out_cols; ++tw) {
+          std::fill(patch.begin(), patch.end(), 0.0);
+          for (int64_t i = th * 4; i < th * 4 + 6; ++i) {
+            for (int64_t j = tw * 4; j < tw * 4 + 6; ++j) {
+              for (int64_t a = 0; a < sr; ++a) {
+                for (int64_t b = 0; b < sc; ++b) {
+                  const int64_t r = i * sr + a - g.pad_top, c = j * sc + b - g.pad_left;
+                  if (r < 0 || r >= g.in_rows || c < 0 || c >= g.in_cols) continue;
+                  for (int64_t ch = 0; ch < C; ++ch) {
+                    patch[(a * sc + b) * C + ch] += src_abs[at(n, r, c, ch, g.in_rows, g.in_cols, C)];
+                  }
+                }
+              }
+            }
+          }
+          for (int64_t k = 0; k < K; ++k) {
+            double total = 0;
+            for (int64_t x = 0; x < sr * sc * C; ++x) total += patch[x] * taps[x * K + k];
+            for (int64_t oh = th * 4; oh < std::min(g.out_rows, th * 4 + 4); ++oh) {
+              for (int64_t ow = tw * 4; ow < std::min(g.out_cols, tw * 4 + 4); ++ow) {
+                scale[at(n, oh, ow, k, g.out_rows, g.out_cols, K)] = total;
+              }
+            }
+          }
+        }
+      }
+    }
+    return scale;
+  }
+  std::vector<double> patch(K);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t row = 0; row < g.in_rows; ++row) {
+      for (int64_t col = 0; col < g.in_cols; ++col) {
+        const int64_t i = (row + g.pad_top) / sr, a = (row + g.pad_top) % sr;
+        const int64_t j = (col + g.pad_left) / sc, b = (col + g.pad_left) % sc;
+        if (i >= g.out_rows + 2 || j >= g.out_cols + 2) continue;  // past the copy: zero
+        const int64_t th = i / 4, tw = j / 4;
+        std::fill(patch.begin(), patch.end(), 0.0);
+        for (int64_t r = th * 4 - 2; r < th * 4 + 4; ++r) {
+          for (int64_t c = tw * 4 - 2; c < tw * 4 + 4; ++c) {
+            if (r < 0 || r >= g.out_rows || c < 0 || c >= g.out_cols) continue;
+            for (int64_t k = 0; k < K; ++k) patch[k] += src_abs[at(n, r, c, k, g.out_rows, g.out_cols, K)];
+          }
+        }
+        for (int64_t ch = 0; ch < C; ++ch) {
+          double total = 0;
+          for (int64_t k = 0; k < K; ++k) total += patch[k] * taps[((a * sc + b) * C + ch) * K + k];
+          scale[at(n, row, col, ch, g.in_rows, g.in_cols, C)] = total;
+        }
+      }
+    }
+  }
+  return scale;
+}
+
 std::vector<double> WinogradScale(const ConvGeometry& g, Layout layout, bool forward,
                                   const std::vector<double>& src_abs, const std::vector<double>& w_abs) {
+  if (g.stride_rows > 1 || g.stride_cols > 1) return PhasesScale(g, layout, forward, src_abs, w_abs);
   const int64_t FI = g.filter_in_depth, K = g.out_depth, Kg = g.out_depth_per_group();
   const int64_t sr = forward ? g.in_rows : g.out_rows, sc = forward ? g.in_cols : g.out_cols;
   const int64_t sch = forward ? g.in_depth : K;
@@ -1157,10 +1287,11 @@ int Main(int argc, char** argv) {
   if (coverage) {
     // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair
     // kernels (and the packing of pairs, and the filter tiles) without AVX-512 BF16, bands
-    // run whole, strided forward bands, strided passes through space-to-depth copies and the
-    // filter tiles of several groups without AMX (bfloat16 on AMX only), the filter tiles on
-    // vectors of rows with AMX, the depthwise row kernels without AVX-512, the GEMMs that
-    // round 16-bit results without vector rounding.
+    // run whole, strided forward bands, bordered columns and the filter tiles of several
+    // groups without AMX (bfloat16 on AMX only), the filter tiles on vectors of rows with AMX,
+    // the depthwise row kernels without AVX-512, the GEMMs that round 16-bit results without
+    // vector rounding. Strided passes through space-to-depth copies run on every instruction
+    // set, as Winograd (float32 and float16; on AMX, bfloat16's direct passes too).
     const KernelTable& table = Kernels();
     const bool pairs = table.gemm_bf16_pairs != nullptr;
     const bool rows = table.dw[0].row[0][0][kElemF32] != nullptr;
@@ -1172,8 +1303,7 @@ int Main(int argc, char** argv) {
                                Path::kFilterTilesSlices, Path::kFilterTilesPieces, Path::kFilterTilesMerged,
                                Path::kFilterTilesAdded, Path::kFilterTilesPhases};
     const Paths needs_amx = {Path::kBandedWholeRuns, Path::kBandedWholeRowsOut, Path::kForwardBandedStridedRows,
-                             Path::kBandedPaddedPixels, Path::kForwardSpaceToDepth, Path::kInputSpaceToDepth,
-                             Path::kSpaceToDepthChunks, Path::kFilterTilesGroups, Path::kInputBorderedColumns,
+                             Path::kBandedPaddedPixels, Path::kFilterTilesGroups, Path::kInputBorderedColumns,
                              Path::kInputBorderedChunks};
     const Paths needs_narrowing = {Path::kIndirectNarrowed, Path::kBandedRowsNarrowed, Path::kBandedNarrowedBand};
     const auto in = [](const Paths& paths, Path path) {

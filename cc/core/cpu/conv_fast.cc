@@ -150,6 +150,16 @@ constexpr int64_t kPanelFloats = 192 * 1024;
 constexpr int64_t kMaxInPlaceTaps = 9;
 constexpr int64_t kMaxInPlacePixels = 4096;
 
+// Winograd over a space-to-depth copy (WinogradPhasesApply) with at most this share of the
+// strided pass's products. Through the core (AMD EPYC, two threads, medians of 8-16
+// interleaved runs), strided pass against Winograd, share in brackets: 5x5 at stride 2,
+// 256 -> 512 over 16x16x16, forward (0.36) 29.9 -> 20.0 ms, backprop input (0.81) 29 -> 33;
+// 128 -> 128 over 8x32x32, forward (0.36) 7.5 -> 5.3, backprop input (0.56) 7.7 -> 6.7;
+// 256 -> 256 over 2x32x32, backprop input (0.56) 8.7 -> 6.9; 32 -> 64 over 1x64x64, forward
+// (0.36) 0.90 -> 0.53, backprop input (0.46) 0.99 -> 0.72; 6x6 at stride 2, 64 -> 64 over
+// 4x32x32, backprop input (0.39) 2.4 -> 1.5.
+constexpr double kPhasesMaxProducts = 0.6;
+
 // NCHW passes run on NHWC copies of this many elements at most (and at least one image), and
 // space-to-depth passes on copies of as many.
 constexpr int64_t kNchwChunkElements = int64_t{1} << 21;
@@ -172,23 +182,25 @@ template <typename T>
 void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w, const T* src,
                   T* dst, const ParallelFor& parallel_for);
 
-// A strided forward or backprop-input pass (SpaceToDepthApplies) as the stride-1 pass over a
-// space-to-depth copy of x (forward) or into one of dx, by chunks of images (at most
-// kNchwChunkElements copy elements, at least one image), NHWC. On AMX tiles the strided pass
-// runs indirect, each tile's pixels copied into a tile, and the stride-1 pass as affine runs
-// (see SpaceToDepthApplies for where that pays).
+// A strided forward or backprop-input pass as the stride-1 pass over a space-to-depth copy of
+// x (forward) or into one of dx, by chunks of images (at most kNchwChunkElements copy
+// elements, at least one image), NHWC: where SpaceToDepthApplies, the direct stride-1 pass
+// (on AMX tiles the strided pass runs indirect, each tile's pixels copied into a tile, and the
+// stride-1 pass as affine runs; see SpaceToDepthApplies for where that pays); `winograd`
+// (WinogradPhasesApply), Winograd F(4x4, 3x3) on the stride-1 pass.
 template <typename T>
-void SpaceToDepthNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
-                      const ParallelFor& parallel_for) {
+void SpaceToDepthNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w, const T* src,
+                      T* dst, const ParallelFor& parallel_for) {
   Note(forward ? Path::kForwardSpaceToDepth : Path::kInputSpaceToDepth);
+  if (winograd) Note(forward ? Path::kForwardWinogradPhases : Path::kInputWinogradPhases);
   ConvGeometry d = SpaceToDepthGeometry(g);
   const int64_t image = d.in_rows * d.in_cols * d.in_depth;
   const int64_t chunk = NchwChunk(g.batch, image);
   if (chunk < g.batch) Note(Path::kSpaceToDepthChunks);
-  Workspace w_space(g.filter_elements() * sizeof(T)), copy_space(chunk * image * sizeof(T));
+  Workspace w_space(d.filter_elements() * sizeof(T)), copy_space(chunk * image * sizeof(T));
   T* const wd = w_space.data<T>();
   T* const copy = copy_space.data<T>();
-  SpaceToDepthFilter(g, d, w, wd);
+  SpaceToDepthFilter(g, d, w, wd, parallel_for);
   const int64_t x_image = g.in_rows * g.in_cols * g.in_depth;
   const int64_t y_image = g.out_rows * g.out_cols * g.out_depth;
   for (int64_t n = 0; n < g.batch; n += chunk) {
@@ -196,9 +208,9 @@ void SpaceToDepthNhwc(const ConvGeometry& g, bool forward, const T* w, const T* 
     gc.batch = d.batch = std::min(chunk, g.batch - n);
     if (forward) {
       SpaceToDepthCopy(gc, d, src + n * x_image, copy, parallel_for);
-      IndirectNhwc(d, forward, /*winograd=*/false, wd, copy, dst + n * y_image, parallel_for);
+      IndirectNhwc(d, forward, winograd, wd, copy, dst + n * y_image, parallel_for);
     } else {
-      IndirectNhwc(d, forward, /*winograd=*/false, wd, src + n * y_image, copy, parallel_for);
+      IndirectNhwc(d, forward, winograd, wd, src + n * y_image, copy, parallel_for);
       DepthToSpaceCopy(gc, d, copy, dst + n * x_image, parallel_for);
     }
   }
@@ -218,7 +230,7 @@ void IndirectNhwc(const ConvGeometry& g, bool forward, bool winograd, const T* w
   if (winograd) return WinogradNhwc(g, forward, w, src, dst, parallel_for);
   if constexpr (kind == kElemBF16) {
     if (AmxTiles() && SpaceToDepthApplies(g, forward)) {
-      return SpaceToDepthNhwc(g, forward, w, src, dst, parallel_for);
+      return SpaceToDepthNhwc(g, forward, /*winograd=*/false, w, src, dst, parallel_for);
     }
   }
   if (!forward && G == 1 && FI <= 8 && g.filter_cols > 1) {
@@ -538,6 +550,30 @@ void InNhwcChunks(const ConvGeometry& g, const T* src, int64_t src_c, int64_t sr
 
 bool AnyEmpty(int64_t a, int64_t b, int64_t c) { return a <= 0 || b <= 0 || c <= 0; }
 
+// Whether a strided forward or backprop-input pass runs as Winograd F(4x4, 3x3) over a
+// space-to-depth copy (SpaceToDepthNhwc): its filter spans three strides each way (5x5 and 6x6
+// at stride 2, 7x7 to 9x9 at stride 3), padded with zero taps to whole strides, and the
+// stride-1 pass over the copy, 3x3 over stride-rows x stride-cols times the input channels, is
+// one Winograd takes (WinogradApplies), with at most kPhasesMaxProducts of the strided pass's
+// products. Winograd's are 36 x sr x sc per 4x4 tile of its destination and channel pair (9 a
+// pixel at stride 2, against a 5x5 filter's 25), the destination being the output forward
+// and, for backprop input, the copy of dx, out_rows + 2 by out_cols + 2 pixels. bfloat16 on
+// pairs keeps its direct passes, which run at twice float's rate.
+template <typename T>
+bool WinogradPhasesApply(const ConvGeometry& g, bool forward) {
+  if ((g.stride_rows == 1 && g.stride_cols == 1) || g.dilation_rows != 1 || g.dilation_cols != 1 ||
+      g.groups != 1 || CeilDiv(g.filter_rows, g.stride_rows) != 3 ||
+      CeilDiv(g.filter_cols, g.stride_cols) != 3 ||
+      (KindOf<T>() == kElemBF16 && Kernels().gemm_bf16_pairs != nullptr)) {
+    return false;
+  }
+  const ConvGeometry d = SpaceToDepthGeometry(g);
+  const int64_t rows = forward ? d.out_rows : d.in_rows, cols = forward ? d.out_cols : d.in_cols;
+  const double winograd = 36.0 * g.stride_rows * g.stride_cols * CeilDiv(rows, 4) * CeilDiv(cols, 4);
+  const double strided = 1.0 * g.filter_rows * g.filter_cols * g.out_rows * g.out_cols;
+  return winograd <= kPhasesMaxProducts * strided && WinogradApplies<T>(d, forward);
+}
+
 // Forward (reads x, writes y) or backprop input (reads dy, writes dx) in either layout.
 template <typename T>
 bool FastIndirect(const ConvGeometry& g, Layout layout, bool forward, const T* w, const T* src,
@@ -546,19 +582,22 @@ bool FastIndirect(const ConvGeometry& g, Layout layout, bool forward, const T* w
     return false;
   } else {
     if (AnyEmpty(g.input_elements(), g.filter_elements(), g.output_elements())) return false;
-    // Exact mode is read once per call, here.
-    const bool winograd = WinogradApplies<T>(g, forward);
+    // A call that starts in exact mode runs no Winograd, whatever the mode's later reads say.
+    const bool exact = ExactMode();
+    const bool winograd = !exact && WinogradApplies<T>(g, forward);
+    const bool phases = !exact && !winograd && WinogradPhasesApply<T>(g, forward);
+    const auto nhwc = [&](const ConvGeometry& gc, const T* s, T* d) {
+      if (phases) return SpaceToDepthNhwc(gc, forward, /*winograd=*/true, w, s, d, parallel_for);
+      IndirectNhwc(gc, forward, winograd, w, s, d, parallel_for);
+    };
     if (layout == Layout::kNHWC) {
-      IndirectNhwc(g, forward, winograd, w, src, dst, parallel_for);
+      nhwc(g, src, dst);
       return true;
     }
     int64_t src_c = g.in_depth, src_hw = g.in_rows * g.in_cols;
     int64_t dst_c = g.out_depth, dst_hw = g.out_rows * g.out_cols;
     if (!forward) std::swap(src_c, dst_c), std::swap(src_hw, dst_hw);
-    InNhwcChunks(g, src, src_c, src_hw, dst, dst_c, dst_hw, parallel_for,
-                 [&](const ConvGeometry& gc, const T* s, T* d) {
-                   IndirectNhwc(gc, forward, winograd, w, s, d, parallel_for);
-                 });
+    InNhwcChunks(g, src, src_c, src_hw, dst, dst_c, dst_hw, parallel_for, nhwc);
     return true;
   }
 }

@@ -3,7 +3,9 @@
 // dispatches to one file per pass (fast_indirect.h, fast_banded.h, fast_columns_merged.h,
 // fast_depthwise.h, fast_filter.h, conv_winograd.h):
 //   3x3 stride-1 layers with enough channels, all three directions: Winograd F(4x4, 3x3)
-//     (conv_winograd.h), unless exact mode is on.
+//     (conv_winograd.h), unless exact mode is on. Strided forward and backprop input whose
+//     filter spans three strides each way (5x5 at stride 2): the same Winograd, 3x3 at
+//     stride 1 over a space-to-depth copy (fast_space_to_depth.h), where it saves enough.
 //   forward, backprop input: implicit GEMM over an indirection table. Output pixels are
 //     tiled in groups that read the same filter taps; for backprop input each group is one
 //     stride-residue class of input pixels, so no multiply touches an inserted zero, and

@@ -27,6 +27,7 @@ namespace cpu {
   X(kForwardWinograd, "forward/Winograd F(4x4, 3x3)")                                         \
   X(kForwardSpaceToDepth, "forward/strided as stride 1 over a space-to-depth copy")           \
   X(kSpaceToDepthChunks, "space to depth/several chunks of images")                           \
+  X(kForwardWinogradPhases, "forward/strided as Winograd over a space-to-depth copy")         \
   X(kInputColumnsMerged, "backprop input/filter columns merged into GEMM columns")           \
   X(kInputPointwise, "backprop input/pointwise")                                              \
   X(kInputBanded, "backprop input/banded")                                                    \
@@ -36,6 +37,7 @@ namespace cpu {
   X(kInputDepthwise, "backprop input/depthwise rows")                                         \
   X(kInputWinograd, "backprop input/Winograd F(4x4, 3x3)")                                    \
   X(kInputSpaceToDepth, "backprop input/strided as stride 1 into a space-to-depth copy")      \
+  X(kInputWinogradPhases, "backprop input/strided as Winograd into a space-to-depth copy")    \
   X(kWinogradColumnBlocks, "winograd/several column blocks")                                  \
   X(kWinogradPaddedRows, "winograd/a block's tiles padded to whole GEMM tiles")               \
   X(kWinogradAllGroups, "winograd/a unit transforms every group's channels")                 \

@@ -43,13 +43,15 @@ inline bool SpaceToDepthApplies(const ConvGeometry& g, bool forward) {
 
 // The stride-1 pass: source pixel (i, j) of the copy holds, as channel (a * sc + b) * C + c,
 // channel c of input pixel (i * sr + a - pad_top, j * sc + b - pad_left) (zero outside the
-// input), and filter tap (p, q) holds tap (p * sr + a, q * sc + b) at the same channels. Output
-// pixel (oy, ox) reads copy pixels (oy + p, ox + q): the same products as the strided pass,
-// each input pixel once per tap that reaches it, without padding (VALID).
+// input), and filter tap (p, q) holds tap (p * sr + a, q * sc + b) at the same channels, zero
+// past the filter's last row or column (a filter that does not cover whole strides is padded
+// with zero taps up to whole strides). Output pixel (oy, ox) reads copy pixels (oy + p, ox + q):
+// the products of the strided pass and those of the zero taps, each input pixel once per tap
+// that reaches it, without padding (VALID).
 inline ConvGeometry SpaceToDepthGeometry(const ConvGeometry& g) {
   ConvGeometry d = g;
-  d.filter_rows = g.filter_rows / g.stride_rows;
-  d.filter_cols = g.filter_cols / g.stride_cols;
+  d.filter_rows = CeilDiv(g.filter_rows, g.stride_rows);
+  d.filter_cols = CeilDiv(g.filter_cols, g.stride_cols);
   d.in_rows = g.out_rows + d.filter_rows - 1;
   d.in_cols = g.out_cols + d.filter_cols - 1;
   d.in_depth = d.filter_in_depth = g.stride_rows * g.stride_cols * g.in_depth;
@@ -131,20 +133,25 @@ void DepthToSpaceCopy(const ConvGeometry& g, const ConvGeometry& d, const T* dxd
 }
 
 // The filter of the pass d: tap (p, q), channel (a * sc + b) * C + c, output k is w's tap
-// (p * sr + a, q * sc + b), channel c, output k; both [KH, KW, FI, K].
+// (p * sr + a, q * sc + b), channel c, output k, or zero where that tap is past w's last row or
+// column; both [KH, KW, FI, K]. A unit per tap of w (or of its zero padding).
 template <typename T>
-void SpaceToDepthFilter(const ConvGeometry& g, const ConvGeometry& d, const T* w, T* wd) {
+void SpaceToDepthFilter(const ConvGeometry& g, const ConvGeometry& d, const T* w, T* wd,
+                        const ParallelFor& parallel_for) {
   const int64_t sr = g.stride_rows, sc = g.stride_cols, block = g.in_depth * g.out_depth;
-  for (int64_t p = 0; p < d.filter_rows; ++p) {
-    for (int64_t q = 0; q < d.filter_cols; ++q) {
-      for (int64_t a = 0; a < sr; ++a) {
-        for (int64_t b = 0; b < sc; ++b) {
-          const T* const in = w + ((p * sr + a) * g.filter_cols + q * sc + b) * block;
-          std::copy(in, in + block, wd + ((p * d.filter_cols + q) * sr * sc + a * sc + b) * block);
-        }
+  const int64_t rows = d.filter_rows * sr, cols = d.filter_cols * sc;
+  parallel_for(rows * cols, Cost(block), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r = t / cols, c = t % cols, p = r / sr, a = r % sr, q = c / sc, b = c % sc;
+      T* const out = wd + ((p * d.filter_cols + q) * sr * sc + a * sc + b) * block;
+      if (r < g.filter_rows && c < g.filter_cols) {
+        const T* const in = w + (r * g.filter_cols + c) * block;
+        std::copy(in, in + block, out);
+      } else {
+        std::fill(out, out + block, T(0.0f));
       }
     }
-  }
+  });
 }
 
 }  // namespace fast
