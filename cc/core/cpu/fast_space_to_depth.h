@@ -1,6 +1,7 @@
-// Strided forward and backprop-input passes whose filter covers whole strides, run as stride-1
-// passes over a space-to-depth copy of the input (forward) or into one of the input gradient.
-// Internal to cc/core/cpu; included by conv_fast.cc.
+// Strided forward and backprop-input passes run as stride-1 passes over a space-to-depth copy
+// of the input (forward) or into one of the input gradient: direct where the filter covers
+// whole strides (SpaceToDepthApplies), Winograd where, padded to whole strides, it spans three
+// (conv_fast.cc's WinogradPhasesApply). Internal to cc/core/cpu; included by conv_fast.cc.
 #ifndef TF_OPS_CC_CORE_CPU_FAST_SPACE_TO_DEPTH_H_
 #define TF_OPS_CC_CORE_CPU_FAST_SPACE_TO_DEPTH_H_
 
