@@ -58,6 +58,23 @@ def _from_format(a, data_format):
     return np.transpose(a, (0, 2, 3, 1)) if data_format == "NCHW" else a
 
 
+def _forward_or_input(direction, xf, w, dyf, dtype, strides, padding, fmt):
+    """(ours, exact, exact of the absolute values) of a forward ("forward") or backprop-input
+    pass, x or dy in `fmt`, results in `fmt`; ours in `dtype`, the others in float64."""
+    if direction == "forward":
+        ours = tf_ops.conv2d(tf.constant(xf, dtype), tf.constant(w, dtype), strides, padding, data_format=fmt)
+        exact_val = reference.conv2d(xf, w, strides, padding, data_format=fmt)
+        abs_val = reference.conv2d(np.abs(xf), np.abs(w), strides, padding, data_format=fmt)
+    else:
+        sizes = xf.shape
+        ours = tf_ops.conv2d_backprop_input(sizes, tf.constant(w, dtype), tf.constant(dyf, dtype), strides,
+                                            padding, data_format=fmt)
+        exact_val = reference.conv2d_backprop_input(sizes, w, dyf, strides, padding, data_format=fmt)
+        abs_val = reference.conv2d_backprop_input(sizes, np.abs(w), np.abs(dyf), strides, padding,
+                                                  data_format=fmt)
+    return ours, exact_val, abs_val
+
+
 def patch_sums(src_abs, pad_top, pad_left, out_rows, out_cols):
     """[n, tile row, tile column, channel]: the sum of src_abs over each 4x4 output tile's 6x6
     source patch (NHWC), the source being that of the equivalent forward pass (x; or dy for
@@ -156,19 +173,9 @@ class AccuracyTest(tf.test.TestCase):
             abs_val = reference.conv2d_backprop_filter(np.abs(xf), ws, np.abs(dyf), strides, padding,
                                                        data_format=fmt)
             products = n * oh * ow
-        elif direction == "forward":
-            ours = tf_ops.conv2d(tf.constant(xf, dtype), tf.constant(w, dtype), strides, padding, data_format=fmt)
-            exact_val = reference.conv2d(xf, w, strides, padding, data_format=fmt)
-            abs_val = reference.conv2d(np.abs(xf), np.abs(w), strides, padding, data_format=fmt)
-            products = 9 * fi
         else:
-            sizes = xf.shape
-            ours = tf_ops.conv2d_backprop_input(sizes, tf.constant(w, dtype), tf.constant(dyf, dtype), strides,
-                                                padding, data_format=fmt)
-            exact_val = reference.conv2d_backprop_input(sizes, w, dyf, strides, padding, data_format=fmt)
-            abs_val = reference.conv2d_backprop_input(sizes, np.abs(w), np.abs(dyf), strides, padding,
-                                                      data_format=fmt)
-            products = 9 * (k // groups)
+            ours, exact_val, abs_val = _forward_or_input(direction, xf, w, dyf, dtype, strides, padding, fmt)
+            products = 9 * (fi if direction == "forward" else k // groups)
         ours = tf.cast(ours, tf.float64).numpy()
         if direction != "backprop filter":
             ours = _from_format(ours, fmt)
@@ -239,19 +246,10 @@ class AccuracyTest(tf.test.TestCase):
         strides = [1, stride, stride, 1] if fmt == "NHWC" else [1, 1, stride, stride]
         tf_ops.set_exact_mode(exact)
         xf, dyf = _to_format(x, fmt), _to_format(dy, fmt)
-        if direction == "forward":
-            ours = tf_ops.conv2d(tf.constant(xf, dtype), tf.constant(w, dtype), strides, padding, data_format=fmt)
-            exact_val = reference.conv2d(xf, w, strides, padding, data_format=fmt)
-            abs_val = reference.conv2d(np.abs(xf), np.abs(w), strides, padding, data_format=fmt)
-            products = kh * kw * c
-        else:
-            ours = tf_ops.conv2d_backprop_input(xf.shape, tf.constant(w, dtype), tf.constant(dyf, dtype), strides,
-                                                padding, data_format=fmt)
-            exact_val = reference.conv2d_backprop_input(xf.shape, w, dyf, strides, padding, data_format=fmt)
-            abs_val = reference.conv2d_backprop_input(xf.shape, np.abs(w), np.abs(dyf), strides, padding,
-                                                      data_format=fmt)
-            # The most products any input pixel takes: ceil(kh / s) x ceil(kw / s) taps reach it.
-            products = -(-kh // stride) * -(-kw // stride) * k
+        ours, exact_val, abs_val = _forward_or_input(direction, xf, w, dyf, dtype, strides, padding, fmt)
+        # Backprop input: the most products any input pixel takes, ceil(kh / s) x ceil(kw / s)
+        # taps reaching it.
+        products = kh * kw * c if direction == "forward" else -(-kh // stride) * -(-kw // stride) * k
         ours = _from_format(tf.cast(ours, tf.float64).numpy(), fmt)
         exact_val, abs_val = _from_format(exact_val, fmt), _from_format(abs_val, fmt)
         err = np.abs(ours - exact_val)

@@ -408,11 +408,12 @@ void WinogradSpace(const Add& add) {
 
 // Strided forward and backprop-input passes as Winograd over space-to-depth copies: filters
 // spanning three strides each way (5x5, 6x6 and 6x5 at stride 2, 7x7 and 9x8 at stride 3,
-// mixed strides) and two (4x4 at stride 2: never taken), each padding, sizes whose outputs end mid-tile and whose Winograd takes
-// fewer or more than kPhasesMaxProducts of the strided products (backprop input, on the copy
-// of dx, from 13 output pixels a side), channels across Winograd's least (copy depth
-// 16, 16 columns), a forward pass fused, batches, NCHW, and copies in several chunks of
-// images (both directions: a part of its own, so that sampled runs reach both).
+// mixed strides) and two (4x4 at stride 2: never taken), each padding, sizes whose outputs
+// end mid-tile and whose Winograd takes fewer or more than kPhasesMaxProducts of the strided
+// products (backprop input, on the copy of dx, from 13 output pixels a side), channels across
+// Winograd's least (copy depth 16, 16 columns), a forward pass fused, batches, NCHW, and
+// copies in several chunks of images (both directions: a part of its own, so that sampled
+// runs reach both).
 void PhasesSpace(const Add& add) {
   const int64_t filters[][4] = {{5, 5, 2, 2}, {4, 4, 2, 2}, {6, 6, 2, 2}, {6, 5, 2, 2},
                                 {7, 7, 3, 3}, {9, 8, 3, 3}, {3, 5, 1, 2}, {6, 3, 2, 1}};
@@ -751,9 +752,9 @@ void FilterTilesSpace(const Add& add) {
 const std::pair<const char*, void (*)(const Add&)> kSpaces[] = {
     {"channels", ChannelSpace}, {"groups", GroupSpace},     {"columns", ColumnsMergedSpace},
     {"spatial", SpatialSpace},  {"chunks", ChunkSpace},     {"depthwise", DepthwiseSpace},
-    {"filter", FilterSpace},    {"nchw", NchwSpace},       {"winograd", WinogradSpace}, {"winograd phases", PhasesSpace},
-    {"band copy", BandCopySpace}, {"amx tiles", AmxSpace},     {"amx filter tiles", FilterTilesSpace},
-    {"in place", InPlaceSpace},
+    {"filter", FilterSpace},    {"nchw", NchwSpace},       {"winograd", WinogradSpace},
+    {"winograd phases", PhasesSpace}, {"band copy", BandCopySpace}, {"amx tiles", AmxSpace},
+    {"amx filter tiles", FilterTilesSpace}, {"in place", InPlaceSpace},
 };
 
 // ---------------------------------------------------------------------------------------
@@ -813,6 +814,14 @@ struct TypeInfo<Eigen::bfloat16> {
   static constexpr double unit = 0x1p-8, floor = 0;
 };
 
+// The index of element (n, r, c, ch) of an activation tensor of rows x cols pixels of `chans`
+// channels in `layout`.
+int64_t ElementAt(Layout layout, int64_t n, int64_t r, int64_t c, int64_t ch, int64_t rows, int64_t cols,
+                  int64_t chans) {
+  const ActivationStrides st = StridesFor(layout, rows, cols, chans);
+  return n * st.n + r * st.h + c * st.w + ch * st.c;
+}
+
 // Winograd's error scale for each output element (forward: y; backprop input: dx): the
 // pass computes a 4x4 tile of outputs from the 6x6 source patch under it, so an element's
 // rounding error follows the whole patch, not its own products. P = sum over the reduction
@@ -834,8 +843,7 @@ std::vector<double> PhasesScale(const ConvGeometry& g, Layout layout, bool forwa
   const int64_t C = g.in_depth, K = g.out_depth, KH = g.filter_rows, KW = g.filter_cols;
   const int64_t sr = g.stride_rows, sc = g.stride_cols;
   const auto at = [&](int64_t n, int64_t r, int64_t c, int64_t ch, int64_t rows, int64_t cols, int64_t chans) {
-    return layout == Layout::kNHWC ? ((n * rows + r) * cols + c) * chans + ch
-                                   : ((n * chans + ch) * rows + r) * cols + c;
+    return ElementAt(layout, n, r, c, ch, rows, cols, chans);
   };
   // taps[(a * sc + b) * C + c][k]: sum of |w| over the copy filter's taps joining copy channel
   // (a, b, c) to output channel k.
@@ -846,7 +854,8 @@ std::vector<double> PhasesScale(const ConvGeometry& g, Layout layout, bool forwa
         for (int64_t q = 0; q < 3 && q * sc + b < KW; ++q) {
           for (int64_t c = 0; c < C; ++c) {
             for (int64_t k = 0; k < K; ++k) {
-              taps[((a * sc + b) * C + c) * K + k] += w_abs[(((p * sr + a) * KW + q * sc + b) * C + c) * K + k];
+              const int64_t tap = (p * sr + a) * KW + q * sc + b;
+              taps[((a * sc + b) * C + c) * K + k] += w_abs[(tap * C + c) * K + k];
             }
           }
         }
@@ -923,8 +932,7 @@ std::vector<double> WinogradScale(const ConvGeometry& g, Layout layout, bool for
   const int64_t dch = forward ? K : g.in_depth;
   const int64_t pt = forward ? g.pad_top : 2 - g.pad_top, pl = forward ? g.pad_left : 2 - g.pad_left;
   const auto at = [&](int64_t n, int64_t r, int64_t c, int64_t ch, int64_t rows, int64_t cols, int64_t chans) {
-    return layout == Layout::kNHWC ? ((n * rows + r) * cols + c) * chans + ch
-                                   : ((n * chans + ch) * rows + r) * cols + c;
+    return ElementAt(layout, n, r, c, ch, rows, cols, chans);
   };
   std::vector<double> scale(g.batch * dr * dc * dch, 0.0), patch(sch);
   for (int64_t n = 0; n < g.batch; ++n) {
@@ -973,8 +981,7 @@ std::vector<double> WinogradFilterScale(const ConvGeometry& g, Layout layout, co
                                         const std::vector<double>& dy_abs) {
   const int64_t FI = g.filter_in_depth, K = g.out_depth, Kg = g.out_depth_per_group(), C = g.in_depth;
   const auto at = [&](int64_t n, int64_t r, int64_t c, int64_t ch, int64_t rows, int64_t cols, int64_t chans) {
-    return layout == Layout::kNHWC ? ((n * rows + r) * cols + c) * chans + ch
-                                   : ((n * chans + ch) * rows + r) * cols + c;
+    return ElementAt(layout, n, r, c, ch, rows, cols, chans);
   };
   std::vector<double> sums(FI * K, 0.0), patch(C), tile(K);
   for (int64_t n = 0; n < g.batch; ++n) {
