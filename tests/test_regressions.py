@@ -610,3 +610,31 @@ class MergedColumnsBackpropInputTest(tf.test.TestCase):
                                                 dy.astype(np.float64), [1, 2, 2, 1], "SAME")
         self.assertAllClose(ours, exact, rtol=0, atol=1e-5)
         self.assertAllClose(ours, builtin, rtol=0, atol=1e-4)
+
+
+class ExactModeBfloat16Test(tf.test.TestCase):
+    """bfloat16 in exact mode on a processor without AVX-512 (an AMD EPYC with AVX2 only) ran
+    AVX-512 code and died of SIGILL: the check for AMX tiles built the AMX kernels' table, whose
+    initializer the compiler writes with AVX-512 stores. Fails (by crashing) on such processors
+    only; elsewhere it checks exact mode's bfloat16 results."""
+
+    def test_bfloat16_in_exact_mode(self):
+        rng = np.random.default_rng(3)
+        x = rng.uniform(-1, 1, (1, 8, 8, 16)).astype(np.float32)
+        w = rng.uniform(-1, 1, (3, 3, 16, 16)).astype(np.float32)
+        as_bf16 = lambda a: tf.cast(tf.constant(a), tf.bfloat16)  # noqa: E731
+        exact_x = tf.cast(as_bf16(x), tf.float64).numpy()
+        exact_w = tf.cast(as_bf16(w), tf.float64).numpy()
+        was = tf_ops.exact_mode()
+        tf_ops.set_exact_mode(True)
+        try:
+            y = tf_ops.conv2d(as_bf16(x), as_bf16(w), strides=1, padding="SAME")
+            dx = tf_ops.conv2d_backprop_input([1, 8, 8, 16], as_bf16(w), y, strides=[1, 1, 1, 1], padding="SAME")
+        finally:
+            tf_ops.set_exact_mode(was)
+        want = reference.conv2d(exact_x, exact_w, [1, 1, 1, 1], "SAME")
+        # One bfloat16 rounding of sums carried in float: within 2**-8 of each value.
+        self.assertAllClose(tf.cast(y, tf.float64), want, rtol=2**-8, atol=1e-6)
+        want_dx = reference.conv2d_backprop_input([1, 8, 8, 16], exact_w, tf.cast(y, tf.float64).numpy(),
+                                                  [1, 1, 1, 1], "SAME")
+        self.assertAllClose(tf.cast(dx, tf.float64), want_dx, rtol=2**-8, atol=1e-6)

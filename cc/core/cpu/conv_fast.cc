@@ -108,14 +108,10 @@ const char* FastKernelIsa() { return Kernels().isa; }
 
 namespace {
 
-// Whether bfloat16 GEMMs run on AMX tiles.
-bool AmxTiles() {
-#if defined(__x86_64__)
-  return Kernels().gemm_bf16_pairs == AmxBf16GemmKernels();
-#else
-  return false;
-#endif
-}
+// Whether bfloat16 GEMMs run on AMX tiles. Read from the table's name, not by comparing with
+// AmxBf16GemmKernels(): its table is built by code compiled for AVX-512, which a processor
+// without AVX-512 cannot run.
+bool AmxTiles() { return std::strcmp(Kernels().isa, "amx_bf16") == 0; }
 
 std::atomic<bool>& ExactFlag() {
   static std::atomic<bool> flag{[] {
