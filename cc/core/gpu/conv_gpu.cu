@@ -1,64 +1,33 @@
 // The CUDA kernels of conv_gpu.h: one shared-memory tiled implicit GEMM, fed by a "problem"
-// per direction that says what row m, reduction index r and column n of the GEMM are.
-//
-//   forward:          C[m = (n, oh, ow)][col = k]   = sum_{r = (kh, kw, ci)} x[..] w[..]
-//   backprop input:   per stride-residue class (ch, cw) of input pixels,
-//                     C[m = (n, i, j)][col = ci]     = sum_{r = (tap a, tap b, k)} dy[..] w[..]
-//                     over the taps (kh, kw) that reach the class, so no inserted zero is read
-//   backprop filter:  C[m = (kh, kw, ci)][col = k]  = sum_{r = (n, oh, ow)} x[..] dy[..]
-// one group at a time (the grid's z index), every activation read through its layout's
-// strides, so NHWC and NCHW take the same code. A reduction too long for the launch's few
-// tiles is split into slices (fixed by the geometry), summed in slice order. The GEMM runs on
-// tensor cores for half and bfloat16 (mma.sync, float sums), on CUDA cores for the other
-// types. A problem whose groups have at most kDirectMaxCols columns (depthwise layers have
-// one) runs in a direct kernel instead, one thread per output summing over r in order.
+// per direction that says what row m, reduction index r and column n of the GEMM are (the
+// problems of conv_gpu_plan.h, which also plans every launch), one group at a time (the grid's
+// z index), every activation read through its layout's strides, so NHWC and NCHW take the same
+// code. A reduction too long for the launch's few tiles is split into slices (fixed by the
+// geometry), summed in slice order. The GEMM runs on tensor cores for half and bfloat16
+// (mma.sync, float sums), on CUDA cores for the other types. A problem whose groups have at
+// most kDirectMaxCols columns (depthwise layers have one) runs in a direct kernel instead, one
+// thread per output summing over r in order. Every output element is stored once a launch
+// (Output<T>).
 #include "cc/core/gpu/conv_gpu.h"
 
 #include <algorithm>
 #include <string>
 #include <type_traits>
 
+#include "cc/core/gpu/conv_gpu_plan.h"
 #include "cc/core/gpu/cuda_compat.cuh"
 
 namespace tf_ops {
 namespace gpu {
 namespace {
 
-// The tiling of the GEMM kernel, in one place: a block of kThreads threads computes a
-// kTileM x kTileN tile of C, taking the reduction kTileK steps at a time through shared
-// memory; thread (tx, ty) of a 16 x 16 arrangement holds rows ty + 16 i and columns
-// tx + 16 j of the tile.
-struct Tiling {
-  static constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kThreads = 256;
-  static constexpr int kRowsPerThread = kTileM / 16, kColsPerThread = kTileN / 16;
-};
-static_assert(Tiling::kThreads == 256, "a 16 x 16 arrangement of threads");
-static_assert(Tiling::kTileK * Tiling::kTileM % Tiling::kThreads == 0, "whole loads per thread");
-static_assert(Tiling::kTileK * Tiling::kTileN % Tiling::kThreads == 0, "whole loads per thread");
-
-// The tensor-core GEMM's (half and bfloat16): the same 64 x 64 tiles, four warps of 32 x 32,
-// the reduction kTileK at a time, kWords 32-bit words a row of a shared tile (kTileK / 2 pairs
-// and 4 words of padding).
-struct MmaTiling {
-  static constexpr int kTileM = Tiling::kTileM, kTileN = Tiling::kTileN, kTileK = 32, kThreads = 128;
-  static constexpr int kWords = kTileK / 2 + 4;
-};
-
 // Whether T's GEMM runs on tensor cores.
 template <typename T>
 constexpr bool kTensorCores = std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value;
 
-// A problem's reduction is split into slices of at least kSliceMin values while its launch has
-// fewer than kTargetThreads threads (a deep layer on small images has few rows and a long
-// reduction: without slices its few tiles would leave most of a GPU idle).
-constexpr int64_t kSliceMin = 256;
-constexpr int64_t kTargetThreads = 512 * Tiling::kThreads;
-constexpr int kReduceThreads = 256;
-
-// Groups with at most this many GEMM columns would fill at most an eighth of a tile's: those
-// problems run in the direct kernel, kDirectThreads threads a block.
-constexpr int64_t kDirectMaxCols = Tiling::kTileN / 8;
-constexpr int kDirectThreads = 256;
+static_assert(Tiling::kThreads == 256, "a 16 x 16 arrangement of threads");
+static_assert(Tiling::kTileK * Tiling::kTileM % Tiling::kThreads == 0, "whole loads per thread");
+static_assert(Tiling::kTileK * Tiling::kTileN % Tiling::kThreads == 0, "whole loads per thread");
 
 // Element types: what is stored, what sums are carried in.
 template <typename T>
@@ -158,7 +127,7 @@ template <typename Acc>
 struct Reduction {
   int64_t M = 0, N = 0, R = 0;
   int64_t groups = 1, slices = 1, slice_len = 0;
-  Acc* partial = nullptr;
+  Output<Acc> partial{nullptr};
   __device__ int64_t Group(int64_t z) const { return z % groups; }
   __device__ int64_t RBegin(int64_t z) const { return z / groups * slice_len; }
   __device__ int64_t REnd(int64_t z) const {
@@ -203,11 +172,12 @@ __device__ __forceinline__ T InputValue(const T* x, const InputCursor& c) {
 template <typename T>
 struct ForwardProblem : Reduction<typename Elem<T>::Acc> {
   using Type = T;
+  static constexpr Direction kDirection = Direction::kForward;
   using Acc = typename Elem<T>::Acc;
   static constexpr bool kDirectSlices = false;  // see DirectSum
   const T* x;
   const T* w;
-  T* y;
+  Output<T> y;
   Sizes s;
   Strides xs, ys;
   // A: output pixel m, stepping through the filter entries. B: w's offset.
@@ -234,43 +204,19 @@ struct ForwardProblem : Reduction<typename Elem<T>::Acc> {
   __device__ T B(const BCursor& c) const { return w[c.off]; }
   __device__ void Write(int64_t grp, int64_t m, int64_t col, Acc v) const {
     const Pixel p = PixelOf(s, m);
-    y[p.n * ys.n + p.oh * ys.h + p.ow * ys.w + (grp * s.kg + col) * ys.c] = Elem<T>::Store(v);
+    y.Store(p.n * ys.n + p.oh * ys.h + p.ow * ys.w + (grp * s.kg + col) * ys.c, Elem<T>::Store(v));
   }
 };
-
-// The filter taps of one dimension that reach a stride-residue class of input indices: tap
-// kh0 + a * step for a < count, reading output index base - a * delta + i for the class's
-// i-th member (kh * dilation = class + pad - stride * output index).
-struct ClassTaps {
-  int64_t first = 0, step = 1, count = 0, base = 0, delta = 0;
-};
-
-ClassTaps TapsOfClass(int64_t cls, int64_t taps, int64_t stride, int64_t dilation, int64_t pad) {
-  ClassTaps t;
-  const int64_t period = stride / std::__gcd(stride, dilation);
-  t.step = period;
-  for (int64_t kh = 0; kh < std::min(taps, period); ++kh) {
-    const int64_t num = cls + pad - kh * dilation;
-    if (((num % stride) + stride) % stride == 0) {
-      t.first = kh;
-      t.count = (taps - kh + period - 1) / period;
-      // num is a multiple of stride; floor division of a possibly negative multiple is exact.
-      t.base = num >= 0 ? num / stride : -((-num) / stride);
-      t.delta = period * dilation / stride;
-      return t;
-    }
-  }
-  return t;
-}
 
 template <typename T>
 struct InputProblem : Reduction<typename Elem<T>::Acc> {
   using Type = T;
+  static constexpr Direction kDirection = Direction::kInput;
   using Acc = typename Elem<T>::Acc;
   static constexpr bool kDirectSlices = false;  // see DirectSum
   const T* w;
   const T* dy;
-  T* dx;
+  Output<T> dx;
   Sizes s;
   Strides dys, dxs;
   int64_t class_rows, class_cols;  // the class's first input row and column
@@ -350,18 +296,19 @@ struct InputProblem : Reduction<typename Elem<T>::Acc> {
   __device__ void Write(int64_t grp, int64_t m, int64_t col, Acc v) const {
     const Member e = MemberOf(m);
     const int64_t ih = class_rows + e.i * s.stride_rows, iw = class_cols + e.j * s.stride_cols;
-    dx[e.n * dxs.n + ih * dxs.h + iw * dxs.w + (grp * s.fi + col) * dxs.c] = Elem<T>::Store(v);
+    dx.Store(e.n * dxs.n + ih * dxs.h + iw * dxs.w + (grp * s.fi + col) * dxs.c, Elem<T>::Store(v));
   }
 };
 
 template <typename T>
 struct FilterProblem : Reduction<typename Elem<T>::Acc> {
   using Type = T;
+  static constexpr Direction kDirection = Direction::kFilter;
   using Acc = typename Elem<T>::Acc;
   static constexpr bool kDirectSlices = true;
   const T* x;
   const T* dy;
-  T* dw;
+  Output<T> dw;
   Sizes s;
   Strides xs, dys;
   // A: filter entry m, stepping through the output pixels. B: dy at the pixel, in channel ch.
@@ -404,7 +351,7 @@ struct FilterProblem : Reduction<typename Elem<T>::Acc> {
   __device__ T A(const ACursor& c) const { return InputValue(x, c); }
   __device__ T B(const BCursor& c) const { return dy[c.off]; }
   __device__ void Write(int64_t grp, int64_t m, int64_t col, Acc v) const {
-    dw[m * s.k + grp * s.kg + col] = Elem<T>::Store(v);
+    dw.Store(m * s.k + grp * s.kg + col, Elem<T>::Store(v));
   }
 };
 
@@ -415,7 +362,7 @@ __device__ __forceinline__ void StoreSum(const Problem& p, int64_t z, int64_t m,
   if (p.slices == 1) {
     p.Write(z, m, col, v);
   } else {
-    p.partial[(z * p.M + m) * p.N + col] = v;
+    p.partial.Store((z * p.M + m) * p.N + col, v);
   }
 }
 
@@ -666,14 +613,9 @@ __global__ void __launch_bounds__(kDirectThreads, 4) DirectFilterKernel(FilterPr
 }
 
 template <typename Problem>
-auto DirectKernelFor(const Problem&) {
-  return DirectKernel<Problem>;
-}
-
+constexpr auto kDirectKernel = DirectKernel<Problem>;
 template <typename T>
-auto DirectKernelFor(const FilterProblem<T>&) {
-  return DirectFilterKernel<T>;
-}
+constexpr auto kDirectKernel<FilterProblem<T>> = DirectFilterKernel<T>;
 
 // Output (grp, m, col) of a sliced problem: the sum over slices s, in order, of
 // partial[s * groups + grp][m][col].
@@ -682,8 +624,9 @@ __global__ void __launch_bounds__(kReduceThreads) ReduceSlices(Problem p) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
   if (i >= p.groups * p.M * p.N) return;
   const int64_t col = i % p.N, m = i / p.N % p.M, grp = i / (p.N * p.M);
-  typename Problem::Acc sum = p.partial[(grp * p.M + m) * p.N + col];
-  for (int64_t s = 1; s < p.slices; ++s) sum += p.partial[((s * p.groups + grp) * p.M + m) * p.N + col];
+  const typename Problem::Acc* partial = p.partial.data;
+  typename Problem::Acc sum = partial[(grp * p.M + m) * p.N + col];
+  for (int64_t s = 1; s < p.slices; ++s) sum += partial[((s * p.groups + grp) * p.M + m) * p.N + col];
   p.Write(grp, m, col, sum);
 }
 
@@ -691,64 +634,42 @@ std::string LaunchError(const char* kernel, cudaError_t e) {
   return std::string("tf_ops: launching the CUDA kernel ") + kernel + " failed: " + cudaGetErrorString(e);
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Whether a problem with `cols` columns a group runs in the direct kernel.
-bool Direct(Kernel kernel, int64_t cols) {
-  return kernel == Kernel::kDirect || (kernel == Kernel::kAuto && cols <= kDirectMaxCols);
-}
-
-// The launch over `zs` problems of M x N outputs: a thread per output in the direct kernel,
-// a block per tile in the GEMM. Read both by Run and by the filter gradient's choice of
-// slices.
-struct LaunchShape {
-  int64_t m_tiles, n_tiles, blocks, block_threads;
-  int64_t threads() const { return blocks * block_threads; }
-};
-LaunchShape ShapeOf(int64_t M, int64_t N, int64_t zs, bool direct, bool tensor_cores) {
-  const int64_t m_tiles = CeilDiv(M, Tiling::kTileM), n_tiles = CeilDiv(N, Tiling::kTileN);
-  if (direct) return {m_tiles, n_tiles, CeilDiv(M * zs * N, kDirectThreads), kDirectThreads};
-  return {m_tiles, n_tiles, m_tiles * n_tiles * zs, tensor_cores ? MmaTiling::kThreads : Tiling::kThreads};
-}
-
-// Runs `p` (its M, N, R and groups set) in the direct kernel or the GEMM, its reduction split
-// into slices fixed by the geometry and the kernel: enough threads to fill a GPU, each slice at
-// least kSliceMin values long (one slice where no workspace is had, and in the direct kernel
-// where the problem's kDirectSlices says so); then adds the slices.
+// Runs `p` (its M, N, R and groups set) in the kernel `kind` as PlanLaunch plans it (its
+// reduction in slices where a workspace for their sums is had; the direct kernel splits only
+// the problems whose kDirectSlices says so), then adds the slices.
 template <typename Problem>
-std::string Run(Problem p, bool direct, Stream stream, const WorkspaceFn& workspace) {
+std::string Run(Problem p, bool direct, bool nchw, Stream stream, const WorkspaceFn& workspace) {
   using Acc = typename Problem::Acc;
   constexpr bool tensor_cores = kTensorCores<typename Problem::Type>;
   if (p.M <= 0 || p.N <= 0 || p.groups <= 0) return "";
-  const int64_t threads = ShapeOf(p.M, p.N, p.groups, direct, tensor_cores).threads();  // of one slice
-  p.slices = std::max<int64_t>(1, std::min(CeilDiv(p.R, kSliceMin), kTargetThreads / threads));
-  if (direct && !Problem::kDirectSlices) p.slices = 1;
-  if (p.slices > 1) {
-    p.partial = static_cast<Acc*>(workspace ? workspace(p.groups * p.slices * p.M * p.N * sizeof(Acc)) : nullptr);
-    if (p.partial == nullptr) p.slices = 1;
+  const Kind kind = direct ? Kind::kDirect : tensor_cores ? Kind::kMma : Kind::kGemm;
+  const ProblemSizes sizes{p.M, p.N, p.R, p.groups};
+  LaunchPlan plan = PlanLaunch(sizes, kind, direct && !Problem::kDirectSlices ? 1 : kTargetThreads);
+  bool no_workspace = false;
+  if (plan.slices > 1) {
+    p.partial.data = static_cast<Acc*>(workspace ? workspace(plan.partial_elements(sizes) * sizeof(Acc)) : nullptr);
+    if (p.partial.data == nullptr) plan = PlanLaunch(sizes, kind, 1), no_workspace = true;
   }
-  p.slice_len = CeilDiv(p.R, p.slices);
-  if (p.R > 0) p.slices = CeilDiv(p.R, p.slice_len);  // no empty slice
-  const LaunchShape shape = ShapeOf(p.M, p.N, p.slices * p.groups, direct, tensor_cores);
-  if (shape.blocks > 0x7fffffff) {
-    return "tf_ops: the convolution needs " + std::to_string(shape.blocks) +
+  p.slices = plan.slices, p.slice_len = plan.slice_len;
+  if (plan.blocks > 0x7fffffff) {
+    return "tf_ops: the convolution needs " + std::to_string(plan.blocks) +
            " thread blocks, more than a CUDA grid holds (2**31 - 1)";
   }
-  const dim3 grid(static_cast<unsigned>(shape.blocks)), block(static_cast<unsigned>(shape.block_threads));
-  const char* name = direct ? "DirectKernel" : tensor_cores ? "MmaKernel" : "GemmKernel";
+  NoteLaunch(Problem::kDirection, sizes, plan, nchw, no_workspace);
+  const dim3 grid(static_cast<unsigned>(plan.blocks)), block(static_cast<unsigned>(plan.block_threads));
   cudaError_t e;
   if (direct) {
-    e = Launch(name, DirectKernelFor(p), grid, block, 0, stream, p, p.slices * p.groups);
+    e = Launch<kDirectKernel<Problem>>(grid, block, 0, stream, p, p.slices * p.groups);
   } else if constexpr (tensor_cores) {
-    e = Launch(name, MmaKernel<Problem>, grid, block, 0, stream, p, shape.m_tiles, shape.n_tiles);
+    e = Launch<MmaKernel<Problem>>(grid, block, 0, stream, p, plan.m_tiles, plan.n_tiles);
   } else {
-    e = Launch(name, GemmKernel<Problem>, grid, block, 0, stream, p, shape.m_tiles, shape.n_tiles);
+    e = Launch<GemmKernel<Problem>>(grid, block, 0, stream, p, plan.m_tiles, plan.n_tiles);
   }
-  if (e != cudaSuccess) return LaunchError(name, e);
+  if (e != cudaSuccess) return LaunchError(KindName(kind), e);
   if (p.slices == 1) return "";
   const int64_t outputs = p.groups * p.M * p.N;
-  e = Launch("ReduceSlices", ReduceSlices<Problem>, dim3(static_cast<unsigned>(CeilDiv(outputs, kReduceThreads))),
-             dim3(kReduceThreads), 0, stream, p);
+  e = Launch<ReduceSlices<Problem>>(dim3(static_cast<unsigned>(CeilDiv(outputs, kReduceThreads))),
+                                    dim3(kReduceThreads), 0, stream, p);
   return e == cudaSuccess ? "" : LaunchError("ReduceSlices", e);
 }
 
@@ -760,39 +681,34 @@ std::string Zero(void* out, int64_t bytes, Stream stream) {
 template <typename T>
 std::string Forward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y, Stream stream,
                     const WorkspaceFn& workspace, Kernel kernel) {
+  NoteOp(Direction::kForward, g);
   if (g.output_elements() == 0) return "";
   if (g.input_elements() == 0 || g.filter_elements() == 0) return Zero(y, g.output_elements() * sizeof(T), stream);
   ForwardProblem<T> p{};
-  p.x = x, p.w = w, p.y = y, p.s = ToSizes(g);
+  p.x = x, p.w = w, p.y.data = y, p.s = ToSizes(g);
   p.xs = ToStrides(StridesFor(layout, g.in_rows, g.in_cols, g.in_depth));
   p.ys = ToStrides(StridesFor(layout, g.out_rows, g.out_cols, g.out_depth));
-  p.M = g.batch * g.out_rows * g.out_cols, p.N = g.out_depth_per_group();
-  p.R = g.filter_rows * g.filter_cols * g.filter_in_depth, p.groups = g.groups;
-  return Run(p, Direct(kernel, p.N), stream, workspace);
+  const ProblemSizes sizes = ForwardSizes(g);
+  p.M = sizes.M, p.N = sizes.N, p.R = sizes.R, p.groups = sizes.groups;
+  return Run(p, Direct(kernel, p.N), layout == Layout::kNCHW, stream, workspace);
 }
 
 template <typename T>
 std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
                           Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
+  NoteOp(Direction::kInput, g);
   if (g.input_elements() == 0) return "";
   if (g.output_elements() == 0 || g.filter_elements() == 0) return Zero(dx, g.input_elements() * sizeof(T), stream);
   InputProblem<T> p{};
-  p.w = w, p.dy = dy, p.dx = dx, p.s = ToSizes(g);
+  p.w = w, p.dy = dy, p.dx.data = dx, p.s = ToSizes(g);
   p.dys = ToStrides(StridesFor(layout, g.out_rows, g.out_cols, g.out_depth));
   p.dxs = ToStrides(StridesFor(layout, g.in_rows, g.in_cols, g.in_depth));
-  p.N = g.filter_in_depth, p.groups = g.groups;
   // One launch per residue class of input rows and columns.
-  for (int64_t ch = 0; ch < std::min(g.stride_rows, g.in_rows); ++ch) {
-    for (int64_t cw = 0; cw < std::min(g.stride_cols, g.in_cols); ++cw) {
-      p.class_rows = ch, p.class_cols = cw;
-      p.rows = CeilDiv(g.in_rows - ch, g.stride_rows), p.cols = CeilDiv(g.in_cols - cw, g.stride_cols);
-      p.th = TapsOfClass(ch, g.filter_rows, g.stride_rows, g.dilation_rows, g.pad_top);
-      p.tw = TapsOfClass(cw, g.filter_cols, g.stride_cols, g.dilation_cols, g.pad_left);
-      p.M = g.batch * p.rows * p.cols;
-      p.R = p.th.count * p.tw.count * g.out_depth_per_group();
-      const std::string err = Run(p, Direct(kernel, p.N), stream, workspace);
-      if (!err.empty()) return err;
-    }
+  for (const InputClass& c : InputClasses(g)) {
+    p.class_rows = c.row, p.class_cols = c.col, p.rows = c.rows, p.cols = c.cols, p.th = c.th, p.tw = c.tw;
+    p.M = c.sizes.M, p.N = c.sizes.N, p.R = c.sizes.R, p.groups = c.sizes.groups;
+    const std::string err = Run(p, Direct(kernel, p.N), layout == Layout::kNCHW, stream, workspace);
+    if (!err.empty()) return err;
   }
   return "";
 }
@@ -800,17 +716,16 @@ std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, cons
 template <typename T>
 std::string BackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
                            Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
+  NoteOp(Direction::kFilter, g);
   if (g.filter_elements() == 0) return "";
   if (g.input_elements() == 0 || g.output_elements() == 0) return Zero(dw, g.filter_elements() * sizeof(T), stream);
   FilterProblem<T> p{};
-  p.x = x, p.dy = dy, p.dw = dw, p.s = ToSizes(g);
+  p.x = x, p.dy = dy, p.dw.data = dw, p.s = ToSizes(g);
   p.xs = ToStrides(StridesFor(layout, g.in_rows, g.in_cols, g.in_depth));
   p.dys = ToStrides(StridesFor(layout, g.out_rows, g.out_cols, g.out_depth));
-  p.M = g.filter_rows * g.filter_cols * g.filter_in_depth;
-  p.N = g.out_depth_per_group();
-  p.R = g.batch * g.out_rows * g.out_cols;
-  p.groups = g.groups;
-  return Run(p, Direct(kernel, p.N), stream, workspace);
+  const ProblemSizes sizes = FilterSizes(g);
+  p.M = sizes.M, p.N = sizes.N, p.R = sizes.R, p.groups = sizes.groups;
+  return Run(p, Direct(kernel, p.N), layout == Layout::kNCHW, stream, workspace);
 }
 
 template <template <typename> class Fn, typename... Args>

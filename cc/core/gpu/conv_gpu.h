@@ -24,6 +24,7 @@
 #include <string>
 
 #include "cc/core/conv_geometry.h"
+#include "cc/core/gpu/conv_gpu_plan.h"  // Kernel
 
 struct CUstream_st;
 
@@ -37,10 +38,6 @@ using Stream = CUstream_st*;
 // Device memory for a launch's temporaries (`bytes` of it, valid until the stream has run
 // the launch's work), or null where it cannot be had (the kernels then use none).
 using WorkspaceFn = std::function<void*(int64_t bytes)>;
-
-// Which kernel runs: chosen from the geometry (kAuto), or one forced, for the tests that prove
-// both over every geometry.
-enum class Kernel { kAuto, kGemm, kDirect };
 
 // Each returns "" once the work is queued on `stream`, or an error message (a launch that
 // failed, a grid larger than CUDA allows).

@@ -3,8 +3,10 @@
 // (tests/cuda_emu, -DTF_OPS_CUDA_EMU):
 //   TF_OPS_SHARED(T, name, count)   a static __shared__ array of `count` T
 //   TF_OPS_DYNAMIC_SHARED(T, name)  the block's dynamic (extern __shared__) memory as T
-//   Launch(name, kernel, grid, block, dynamic_shared, stream, args...)
+//   Launch<kernel>(grid, block, dynamic_shared, stream, args...)
 //                                   every launch; returns the launch's error
+//   Output<T>{pointer}              a kernel's output in global memory, written through
+//                                   Store(i, v) once an element a launch
 //   Mma16816(d, a, b, T())          the warp's tensor-core D += A B, 16 x 8 x 16, T half or
 //                                   bfloat16, float D; operands in PTX's fragment layout
 //   Bits16(v)                       a half or bfloat16's 16 bits
@@ -31,10 +33,10 @@
 
 namespace tf_ops {
 namespace gpu {
-template <typename... Params, typename... Args>
-cudaError_t Launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block,
-                   size_t dynamic_shared, cudaStream_t stream, Args&&... args) {
-  return ::tf_ops_emu::Launch(name, kernel, grid, block, dynamic_shared, stream, std::forward<Args>(args)...);
+template <auto kKernel, typename... Args>
+cudaError_t Launch(dim3 grid, dim3 block, size_t dynamic_shared, cudaStream_t stream, Args&&... args) {
+  return ::tf_ops_emu::Launch(::tf_ops_emu::KernelName<kKernel>(), kKernel, grid, block, dynamic_shared, stream,
+                              std::forward<Args>(args)...);
 }
 inline void Mma16816(float d[4], const uint32_t a[4], const uint32_t b[2], __half) {
   ::tf_ops_emu::Mma16816(false, d, a, b, __FILE__, __LINE__);
@@ -59,10 +61,9 @@ inline void Mma16816(float d[4], const uint32_t a[4], const uint32_t b[2], __nv_
 
 namespace tf_ops {
 namespace gpu {
-template <typename... Params, typename... Args>
-cudaError_t Launch(const char*, void (*kernel)(Params...), dim3 grid, dim3 block,
-                   size_t dynamic_shared, cudaStream_t stream, Args&&... args) {
-  kernel<<<grid, block, dynamic_shared, stream>>>(std::forward<Args>(args)...);
+template <auto kKernel, typename... Args>
+cudaError_t Launch(dim3 grid, dim3 block, size_t dynamic_shared, cudaStream_t stream, Args&&... args) {
+  kKernel<<<grid, block, dynamic_shared, stream>>>(std::forward<Args>(args)...);
   return cudaGetLastError();
 }
 
@@ -91,6 +92,21 @@ namespace tf_ops {
 namespace gpu {
 __device__ __forceinline__ uint32_t Bits16(__half v) { return __half_as_ushort(v); }
 __device__ __forceinline__ uint32_t Bits16(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+
+// A kernel's output in global memory (a result, or a workspace of partial sums): every element
+// a launch writes is stored once, by one thread, through Store; under the emulator a second
+// store of an element in one launch is reported (an overlap of two threads' outputs, or a
+// read-modify-write that two threads race on). `data` is for the launch that reads it back.
+template <typename T>
+struct Output {
+  T* data;
+  __device__ __forceinline__ void Store(int64_t i, T v) const {
+#if defined(TF_OPS_CUDA_EMU)
+    ::tf_ops_emu::NoteStore(data + i, sizeof(T));
+#endif
+    data[i] = v;
+  }
+};
 }  // namespace gpu
 }  // namespace tf_ops
 
