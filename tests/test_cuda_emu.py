@@ -1,9 +1,11 @@
 """The CUDA emulator (tests/cuda_emu) is itself tested: one planted kernel per failure it must
 catch (a missing barrier, a race, a tiled loop missing its second barrier, an uninitialised
 shared read, an out-of-bounds global write, a divergent barrier, an exit before a barrier, an
-order-dependent sum, a warp exchange without __syncwarp, a launch CUDA refuses), each caught;
-and correct kernels (barriers, shuffles, ballots, __syncwarp, dynamic shared memory) run with no
-report and the right values. The tensor-core product (mma.m16n8k16) follows PTX's fragment
+order-dependent sum, a warp exchange without __syncwarp, a launch CUDA refuses, a launch or memset
+on a stream other than the op's, a block larger than the kernel's launch bounds or a kernel with
+none, overlapping write-once stores, a lost update between blocks), each caught; and correct
+kernels (barriers, shuffles, ballots, __syncwarp, dynamic shared memory, write-once stores, the
+op's stream, a launch within its bounds) run with no report and the right values. The tensor-core product (mma.m16n8k16) follows PTX's fragment
 layout: fragments placed by PTX's per-element formulas give A B exactly, a misplaced one does
 not. Built with AddressSanitizer, which catches the global write."""
 import os
@@ -45,14 +47,14 @@ class CudaEmulatorTest(tf.test.TestCase):
         cls._tmp.cleanup()
         super().tearDownClass()
 
-    def _run(self, case, seed=1):
-        code, output = core_build.run(self.driver, case, str(seed))
+    def _run(self, case, seed=1, *extra):
+        code, output = core_build.run(self.driver, case, str(seed), *extra)
         reports = [line for line in output.splitlines() if line.startswith("REPORT ")]
         result = re.search(r"^result (.*)$", output, re.M)
         return (code, output), reports, result.group(1).split() if result else None
 
-    def _caught(self, case, pattern):
-        (code, output), reports, _ = self._run(case)
+    def _caught(self, case, pattern, *extra):
+        (code, output), reports, _ = self._run(case, 1, *extra)
         self.assertEqual(code, 0, output[-2000:])
         self.assertTrue(any(re.search(pattern, r) for r in reports), f"{case}: {reports}")
         # Every report names the kernel, the block and the thread.
@@ -122,6 +124,48 @@ class CudaEmulatorTest(tf.test.TestCase):
         self.assertNotEqual(code, 0)
         self.assertIn("AddressSanitizer: heap-buffer-overflow", output)
         self.assertIn("WRITE of size 4", output)
+
+    def test_write_once_stores(self):
+        # Four blocks storing their own elements once: no report, each element counted once.
+        for seed in (1, 2):
+            (code, output), reports, result = self._run("store_once", seed)
+            self.assertEqual((code, reports), (0, []), output[-2000:])
+            self.assertEqual(int(result[4 * 64]), 4 * 64)
+        self._caught("overlapping_stores", r"stores global memory at 0x[0-9a-f]+ \(element \d+ of the output\), "
+                     r"which block \(0,0,0\) thread \(\d+,0,0\) stored in this launch: an output written twice")
+        # Of 64 tracked elements, the overlapping kernel stores 32, each twice: none once.
+        _, _, result = self._run("overlapping_stores")
+        self.assertEqual(int(result[4 * 64]), 0)
+
+    def test_lost_update_between_blocks(self):
+        # One block at a time computes the right sum; on a GPU the blocks race. The second
+        # store of the element in the launch is what gives it away.
+        self._caught("lost_update", r"which block \(\d,0,0\) thread \(0,0,0\) stored in this launch")
+
+    def test_launch_on_another_stream(self):
+        (code, output), reports, _ = self._run("stream")
+        self.assertEqual((code, reports), (0, []), output[-2000:])
+        (code, output), reports, _ = self._run("other_stream")
+        self.assertEqual(code, 0, output[-2000:])
+        self.assertEqual(len(reports), 2, reports)
+        self.assertRegex(reports[0], r"^REPORT kernel StoreOnce: launch on stream \(nil\), not the op's stream 0x")
+        self.assertRegex(reports[1], r"memset on stream 0x[0-9a-f]+, not the op's stream 0x")
+
+    def test_launch_bounds(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("Bounded 64\nBounded 96\n")  # the least bound counts
+        try:
+            (code, output), reports, _ = self._run("within_bounds", 1, f.name)
+            self.assertEqual((code, reports), (0, []), output[-2000:])
+            self.assertIn("launch no error", output)
+            (code, output), reports, _ = self._run("launch_bounds", 1, f.name)
+            self.assertEqual(code, 0, output[-2000:])
+            self.assertEqual(reports, ["REPORT kernel Bounded: launch with a block of 128 threads, more than the 64 "
+                                       "of its __launch_bounds__, which CUDA refuses"])
+            self.assertIn("launch too many resources requested for launch", output)
+            self._caught("unbounded", r"^REPORT kernel StoreOnce: a kernel with no __launch_bounds__", f.name)
+        finally:
+            os.unlink(f.name)
 
     def test_order_dependent_sum_differs_between_seeds(self):
         # A float sum by atomics: its value depends on the order the emulator runs threads in,

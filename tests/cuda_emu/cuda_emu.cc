@@ -5,12 +5,16 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <sstream>
+#include <unordered_map>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -26,6 +30,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
   }
   return "unknown error";
 }
@@ -36,9 +41,16 @@ cudaError_t cudaGetLastError() {
   return e;
 }
 
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+namespace tf_ops_emu {
+void CheckStream(const char* what, cudaStream_t stream);
+void NoteMemset(const void* p, size_t bytes);
+}  // namespace tf_ops_emu
+
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
+  tf_ops_emu::CheckStream("memset", stream);
   if (bytes > 0 && p == nullptr) return last_error = cudaErrorInvalidValue;
   if (bytes > 0) std::memset(p, value, bytes);
+  tf_ops_emu::NoteMemset(p, bytes);
   return cudaSuccess;
 }
 
@@ -52,7 +64,8 @@ cudaError_t cudaFree(void* p) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, int, cudaStream_t) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, int, cudaStream_t stream) {
+  tf_ops_emu::CheckStream("copy", stream);
   if (bytes > 0 && (dst == nullptr || src == nullptr)) return last_error = cudaErrorInvalidValue;
   if (bytes > 0) std::memmove(dst, src, bytes);
   return cudaSuccess;
@@ -140,6 +153,20 @@ struct State {
   Fiber* running = nullptr;
   ucontext_t scheduler;
   bool aborted = false;
+  // Streams.
+  bool expect_stream = false;
+  cudaStream_t stream = nullptr;
+  // Launch bounds by kernel name (loaded: bounds_loaded), and the largest block launched.
+  bool bounds_loaded = false;
+  std::map<std::string, int64_t> bounds, launched;
+  // The launch's global stores: element address -> (block, thread) that stored it.
+  std::unordered_map<uintptr_t, std::pair<uint64_t, int>> stores;
+  uint64_t block_linear = 0;
+  dim3 grid;
+  // The tracked buffer's store counts.
+  uintptr_t tracked_base = 0;
+  size_t tracked_bytes = 0, tracked_elem = 1;
+  std::vector<int> tracked;
 };
 
 State& S() {
@@ -327,6 +354,113 @@ void RunBlock(dim3 grid, dim3 block, dim3 block_idx, std::mt19937_64& rng) {
 
 }  // namespace
 
+void ExpectStream(cudaStream_t stream) {
+  S().expect_stream = true;
+  S().stream = stream;
+}
+void ClearExpectedStream() { S().expect_stream = false; }
+
+std::string Pointer(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%p", p);
+  return buf;
+}
+
+void CheckStream(const char* what, cudaStream_t stream) {
+  State& s = S();
+  if (s.expect_stream && stream != s.stream) {
+    Report(nullptr, std::string(what) + " on stream " + Pointer(stream) + ", not the op's stream " + Pointer(s.stream));
+  }
+}
+
+std::string LoadLaunchBounds(const char* path) {
+  State& s = S();
+  std::ifstream in(path);
+  if (!in) return std::string("cannot read ") + path;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string name;
+    int64_t bound = 0;
+    if (!(fields >> name >> bound) || bound <= 0) return "not a line \"NAME MAX_THREADS\": " + line;
+    auto [it, fresh] = s.bounds.try_emplace(name, bound);
+    if (!fresh) it->second = std::min(it->second, bound);
+  }
+  s.bounds_loaded = true;
+  return "";
+}
+
+const std::map<std::string, int64_t>& LaunchedKernels() { return S().launched; }
+
+std::string KernelNameOf(const char* pretty) {
+  // "... [with auto kKernel = ns::{anonymous}::Name<ns::Arg<float> >]": the text after the
+  // first " = " up to the ']' or ';' that closes it, namespaces dropped.
+  std::string text(pretty);
+  const size_t eq = text.find(" = ");
+  if (eq == std::string::npos) return text;
+  std::string name;
+  int depth = 0;
+  for (size_t i = eq + 3; i < text.size(); ++i) {
+    const char c = text[i];
+    if (depth == 0 && (c == ';' || c == ']')) break;
+    depth += c == '<' ? 1 : c == '>' ? -1 : 0;
+    name += c;
+  }
+  if (!name.empty() && name[0] == '&') name.erase(0, 1);
+  // Drop each qualifier: the identifier (or "{anonymous}") before every "::".
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name.compare(i, 2, "::") == 0) {
+      while (!out.empty() && (std::isalnum(static_cast<unsigned char>(out.back())) || out.back() == '_' ||
+                              out.back() == '{' || out.back() == '}')) {
+        out.pop_back();
+      }
+      ++i;
+    } else {
+      out += name[i];
+    }
+  }
+  return out;
+}
+
+void NoteStore(const void* p, size_t bytes) {
+  State& s = S();
+  const Fiber& f = *s.running;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  const auto [it, fresh] = s.stores.try_emplace(at, s.block_linear, f.tid);
+  const bool in_tracked = at >= s.tracked_base && at + bytes <= s.tracked_base + s.tracked_bytes;
+  if (in_tracked) ++s.tracked[(at - s.tracked_base) / s.tracked_elem];
+  if (!fresh) {
+    const uint64_t b = it->second.first;
+    const dim3 block = f.index.block_dim;
+    const int t = it->second.second;
+    const dim3 other_block(static_cast<unsigned>(b % s.grid.x), static_cast<unsigned>(b / s.grid.x % s.grid.y),
+                           static_cast<unsigned>(b / (uint64_t{s.grid.x} * s.grid.y)));
+    const dim3 other_thread(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+    std::string where = "global memory at " + Pointer(p);
+    if (in_tracked) where += " (element " + std::to_string((at - s.tracked_base) / s.tracked_elem) + " of the output)";
+    Report(&f, "stores " + where + ", which block " + Dim(other_block) + " thread " + Dim(other_thread) +
+                   " stored in this launch: an output written twice");
+  }
+}
+
+void NoteMemset(const void* p, size_t bytes) {
+  State& s = S();
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  for (uintptr_t e = s.tracked_base; e + s.tracked_elem <= s.tracked_base + s.tracked_bytes; e += s.tracked_elem) {
+    if (e >= at && e + s.tracked_elem <= at + bytes) ++s.tracked[(e - s.tracked_base) / s.tracked_elem];
+  }
+}
+
+void TrackStores(const void* base, size_t bytes, size_t elem) {
+  State& s = S();
+  s.tracked_base = reinterpret_cast<uintptr_t>(base);
+  s.tracked_elem = std::max<size_t>(1, elem);
+  s.tracked_bytes = bytes / s.tracked_elem * s.tracked_elem;
+  s.tracked.assign(s.tracked_bytes / s.tracked_elem, 0);
+}
+const std::vector<int>& TrackedStores() { return S().tracked; }
+
 void SetSeed(uint64_t seed) { S().seed = seed; }
 const std::vector<std::string>& Reports() { return S().reports; }
 void ClearReports() {
@@ -475,13 +609,27 @@ bool SharedAccess(Region* region, size_t index, size_t count, size_t elem, const
   return Access(region, index, count, elem, name, write);
 }
 
-cudaError_t Run(const char* name, dim3 grid, dim3 block, size_t dynamic_shared,
+cudaError_t Run(const char* name, dim3 grid, dim3 block, size_t dynamic_shared, cudaStream_t stream,
                 void (*trampoline)(void*), void* closure) {
   State& s = S();
   s.kernel = name;
   s.launch_reports = 0;
   ++s.launches;
+  CheckStream("launch", stream);
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  const std::string base(name, std::strcspn(name, "<"));
+  int64_t& most = s.launched[base];
+  most = std::max<int64_t>(most, static_cast<int64_t>(threads));
+  if (s.bounds_loaded) {
+    const auto bound = s.bounds.find(base);
+    if (bound == s.bounds.end()) {
+      Report(nullptr, "a kernel with no __launch_bounds__ in the compiled code");
+    } else if (static_cast<int64_t>(threads) > bound->second) {
+      Report(nullptr, "launch with a block of " + std::to_string(threads) + " threads, more than the " +
+                          std::to_string(bound->second) + " of its __launch_bounds__, which CUDA refuses");
+      return last_error = cudaErrorLaunchOutOfResources;
+    }
+  }
   if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
       grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
       grid.z > 65535 || dynamic_shared > kStaticSharedLimit) {
@@ -500,7 +648,10 @@ cudaError_t Run(const char* name, dim3 grid, dim3 block, size_t dynamic_shared,
   std::vector<uint64_t> order(blocks);
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
+  s.stores.clear();
+  s.grid = grid;
   for (uint64_t b : order) {
+    s.block_linear = b;
     const dim3 idx(static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
                    static_cast<unsigned>(b / (uint64_t{grid.x} * grid.y)));
     RunBlock(grid, block, idx, rng);

@@ -11,12 +11,20 @@
 //     block wrote since the last barrier (for threads of one warp, since the last
 //     __syncwarp or collective of that warp);
 //   - a read of shared memory that nothing wrote;
-//   - a shared-memory index out of bounds, and a launch configuration CUDA would refuse.
+//   - a shared-memory index out of bounds, and a launch configuration CUDA would refuse;
+//   - a launch, memset or copy on a stream other than the one the op was given (ExpectStream);
+//   - a block larger than the kernel's __launch_bounds__, as nvcc compiled them (the table
+//     LoadLaunchBounds reads), which CUDA refuses to launch; and a kernel missing from it;
+//   - a global element stored twice in one launch through Output<T>::Store, the store of the
+//     kernels' write-once outputs: two threads' tiles overlapping, or a read-modify-write that
+//     two threads race on.
 // Out-of-bounds global accesses are left to AddressSanitizer (device memory is host memory).
+// TrackStores counts the stores (and memsets) into one buffer across the launches of an op,
+// so that a test can require every element of an output written exactly once.
 //
 // Kernels declare shared memory with TF_OPS_SHARED (static) and TF_OPS_DYNAMIC_SHARED
 // (extern __shared__) from cc/core/gpu/cuda_compat.cuh, which index through checked proxies
-// here, and launch through TF_OPS_LAUNCH.
+// here, and launch through its Launch<kernel>.
 #ifndef TF_OPS_TESTS_CUDA_EMU_CUDA_EMU_H_
 #define TF_OPS_TESTS_CUDA_EMU_CUDA_EMU_H_
 
@@ -24,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -44,7 +53,12 @@ struct dim3 {
 // ---------------------------------------------------------------------------------------
 // The runtime API the launchers use.
 
-enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorInvalidConfiguration = 9 };
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorLaunchOutOfResources = 701
+};
 using cudaError = cudaError_t;
 struct CUstream_st;
 using cudaStream_t = CUstream_st*;
@@ -71,6 +85,34 @@ const std::vector<std::string>& Reports();
 void ClearReports();
 // Launches run, counted since the last ClearReports.
 int64_t Launches();
+
+// The stream the op under test was given: from here on a launch, memset or copy on another
+// stream is reported (ClearExpectedStream ends that).
+void ExpectStream(cudaStream_t stream);
+void ClearExpectedStream();
+
+// Reads the kernels' launch bounds, lines "NAME MAX_THREADS" (NAME a kernel's name without its
+// namespaces and template arguments; the least bound where one appears on several lines); "" on
+// success, else what is wrong. From then on every launch is checked against them.
+std::string LoadLaunchBounds(const char* path);
+// The largest block each kernel (by that name) was launched with, since the program started.
+const std::map<std::string, int64_t>& LaunchedKernels();
+
+// A store of `bytes` at `p` by the running thread, through Output<T>::Store.
+void NoteStore(const void* p, size_t bytes);
+// Counts the stores and memsets into [base, base + bytes), element by element (`elem` bytes
+// each), until the next TrackStores; TrackedStores returns the counts.
+void TrackStores(const void* base, size_t bytes, size_t elem);
+const std::vector<int>& TrackedStores();
+
+// A kernel's name as reports give it, without namespaces ("GemmKernel<ForwardProblem<float> >"),
+// from the __PRETTY_FUNCTION__ of KernelName<kernel>.
+std::string KernelNameOf(const char* pretty_function);
+template <auto kKernel>
+const char* KernelName() {
+  static const std::string name = KernelNameOf(__PRETTY_FUNCTION__);
+  return name.c_str();
+}
 
 void SyncThreads(const char* file, int line);
 void SyncWarp(unsigned mask, const char* file, int line);
@@ -137,17 +179,17 @@ class SharedArray {
 
 // Runs `body(block, thread)` for every thread of the grid as a kernel named `name`, after
 // checking the configuration as CUDA does.
-cudaError_t Run(const char* name, dim3 grid, dim3 block, size_t dynamic_shared,
+cudaError_t Run(const char* name, dim3 grid, dim3 block, size_t dynamic_shared, cudaStream_t stream,
                 void (*trampoline)(void*), void* closure);
 
 template <typename... Params, typename... Args>
 cudaError_t Launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block,
-                   size_t dynamic_shared, cudaStream_t, Args&&... args) {
+                   size_t dynamic_shared, cudaStream_t stream, Args&&... args) {
   struct Closure {
     void (*kernel)(Params...);
     std::tuple<std::decay_t<Params>...> args;
   } closure{kernel, std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)};
-  return Run(name, grid, block, dynamic_shared,
+  return Run(name, grid, block, dynamic_shared, stream,
              [](void* p) {
                auto* c = static_cast<Closure*>(p);
                std::apply(c->kernel, c->args);

@@ -163,4 +163,30 @@ __global__ void MmaProduct(float* out, bool swap) {
   for (int i = 0; i < 4; ++i) out[(g + 8 * (i / 2)) * 8 + 2 * q + i % 2] = d[i];
 }
 
+// Correct: every thread stores its own output once, through Output (the store the emulator
+// checks).
+__global__ void StoreOnce(float* out) {
+  const tf_ops::gpu::Output<float> o{out};
+  o.Store(blockIdx.x * blockDim.x + threadIdx.x, 1.0f);
+}
+
+// Bug: neighbouring threads' outputs overlap (thread t stores elements t / 2 and t / 2 + 1...):
+// an element stored twice in one launch.
+__global__ void OverlappingStores(float* out) {
+  const tf_ops::gpu::Output<float> o{out};
+  o.Store(threadIdx.x / 2, static_cast<float>(threadIdx.x));
+}
+
+// Bug: blocks add their part into one output without an atomic: a lost update on a GPU, which
+// one-block-at-a-time scheduling would hide.
+__global__ void LostUpdate(const float* in, float* out) {
+  const tf_ops::gpu::Output<float> o{out};
+  if (threadIdx.x == 0) o.Store(0, out[0] + in[blockIdx.x]);
+}
+
+// Correct for its own launch bounds (64 threads), launched by the driver with more.
+__global__ void __launch_bounds__(kThreads) Bounded(float* out) {
+  out[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f;
+}
+
 }  // namespace planted
