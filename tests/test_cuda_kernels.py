@@ -1,11 +1,22 @@
 """The CUDA kernels (cc/core/gpu), on a machine without a GPU:
-- their source, compiled by the host compiler, runs under the emulator (tests/cuda_emu) with
-  AddressSanitizer and UndefinedBehaviorSanitizer: every direction and element type over the
-  feature matrix, in both kernels (the tiled GEMM and the direct one, each forced), under three
-  scheduling seeds, bitwise the same under each, with zero emulator
-  reports, against the float64 direct loops and the CPU kernels (tests/cuda_emu/gpu_sweep.cc);
+- their source, compiled by the host compiler, runs under the emulator (tests/cuda_emu): every
+  direction and element type over the listed feature matrix (both kernels forced) and over
+  geometries generated from the dispatch's thresholds (conv_gpu_plan.h), under several
+  scheduling seeds, on the op's stream, with poisoned outputs and workspaces, every output
+  element stored once, bitwise the same under each seed, with zero emulator reports, against the
+  float64 direct loops and the CPU kernels (tests/cuda_emu/gpu_sweep.cc); every case of the plan
+  reached; every launch within the __launch_bounds__ nvcc compiled;
+- planted bugs in the kernels (an overlapping tile index, a tap offset wrong when stride and
+  dilation share a factor, slices of grouped problems summed out of order, a lost update between
+  slices, a read of workspace nothing wrote, 16-bit sums rounded after every tensor-core step, a
+  launch on the null stream, launch bounds below the block) are each caught by several
+  geometries (the exhaustive tier);
 - nvcc builds them warning-clean for the architectures the library is built for.
-What needs a GPU (speed, compute-sanitizer) runs in tests/gpu/run.sh."""
+The default tier runs the sweep's smallest cover of the plan, unsanitized, under two seeds; the
+exhaustive tier (pytest --exhaustive, as CI runs it) covers every case of the plan three times
+under three seeds, then once more under AddressSanitizer and UndefinedBehaviorSanitizer, and runs
+the planted bugs. What needs a GPU (speed, compute-sanitizer) runs in tests/gpu/run.sh."""
+import collections
 import concurrent.futures
 import os
 import re
@@ -19,9 +30,11 @@ import core_build
 import tf_ops
 
 EMU_FLAGS = ["-DTF_OPS_CUDA_EMU", f"-I{core_build.ROOT / 'tests' / 'cuda_emu'}"]
-# The sweep's geometries, one SPEC line each.
-GEOMETRIES = sum(line.startswith("SPEC(") for line in
-                 (core_build.ROOT / "tests" / "cuda_emu" / "sweep_geometries.inc").read_text().splitlines())
+EXHAUSTIVE = os.environ.get("TF_OPS_EXHAUSTIVE") == "1"
+KERNELS = "cc/core/gpu/conv_gpu.cu"
+# The sweep's listed geometries, one SPEC line each.
+LISTED = sum(line.startswith("SPEC(") for line in
+             (core_build.ROOT / "tests" / "cuda_emu" / "sweep_geometries.inc").read_text().splitlines())
 
 
 def find_nvcc():
@@ -32,38 +45,135 @@ def find_nvcc():
     return None
 
 
+def kernel_base_name(mangled):
+    """A kernel's name without namespaces or template arguments, from its Itanium-mangled
+    name (_ZN <length><identifier>... I|E...)."""
+    assert mangled.startswith("_ZN"), mangled
+    i, last = 3, None
+    while i < len(mangled) and mangled[i].isdigit():
+        j = i
+        while mangled[j].isdigit():
+            j += 1
+        n = int(mangled[i:j])
+        last, i = mangled[j:j + n], j + n
+    return last
+
+
+def launch_bounds(source, tmp):
+    """The kernels of `source` as nvcc compiles them: {kernel name: the least of its
+    instantiations' .maxntid, or None where one has none}; None without nvcc."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return None
+    ptx = os.path.join(tmp, "kernels.ptx")
+    subprocess.run([nvcc, "-std=c++17", f"-I{core_build.ROOT}", "-arch=compute_80", "-ptx", str(source), "-o", ptx],
+                   check=True, capture_output=True)
+    bounds = {}
+    for entry in open(ptx).read().split(".entry ")[1:]:
+        name = kernel_base_name(entry[:entry.index("(")])
+        header = entry[:entry.index("{")]
+        found = re.search(r"\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)", header)
+        bound = int(found.group(1)) * int(found.group(2)) * int(found.group(3)) if found else None
+        if name in bounds and (bounds[name] is None or bound is None):
+            bounds[name] = None
+        else:
+            bounds[name] = min(bound, bounds.get(name, bound))
+    return bounds
+
+
+def write_bounds(bounds, path):
+    with open(path, "w") as f:
+        for name, bound in sorted(bounds.items()):
+            if bound is not None:
+                f.write(f"{name} {bound}\n")
+    return path
+
+
+def build_sweep(tmp, name, kernels=KERNELS, sanitize=False):
+    return core_build.build(
+        tmp, name, [(str(kernels), ["-x", "c++"]), ("tests/cuda_emu/cuda_emu.cc", []),
+                    ("tests/cuda_emu/gpu_sweep.cc", [])],
+        extra_flags=EMU_FLAGS, sanitize=sanitize,
+        # The CPU micro-kernels (the comparison's, run under the sanitizers in .ci/sanitize)
+        # unsanitized: with the sanitizers they take minutes to compile.
+        sanitize_kernels=False)
+
+
+SweepResult = collections.namedtuple("SweepResult", "code output paths failed launched cases total runs")
+
+
+def run_sweep(program, *args, parts=1):
+    """Runs the sweep in `parts` processes side by side; what they reached and found, summed."""
+    def one(i):
+        return core_build.run(program, *args, "--shard", f"{i}/{parts}", timeout=3600)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=parts) as pool:
+        results = list(pool.map(one, range(parts)))
+    code, output, paths = 0, "", collections.Counter()
+    failed, launched, cases, total, runs = set(), {}, 0, 0, 0
+    for c, out in results:
+        code = code or c
+        output += out
+        for index, n in re.findall(r"^path (\d+) (\d+)$", out, re.M):
+            paths[int(index)] += int(n)
+        failed.update(re.findall(r"^failed case (\d+):", out, re.M))
+        for name, most in re.findall(r"^launched (\w+) (\d+)$", out, re.M):
+            launched[name] = max(launched.get(name, 0), int(most))
+        summary = re.search(r"^cases (\d+) of (\d+) runs (\d+) seeds", out, re.M)
+        if summary:
+            cases += int(summary.group(1))
+            total = int(summary.group(2))
+            runs += int(summary.group(3))
+    return SweepResult(code, output, paths, failed, launched, cases, total, runs)
+
+
+def required_paths(program):
+    _, output = core_build.run(program, "--paths")
+    return dict((int(i), name) for i, name in re.findall(r"^required (\d+) (.*)$", output, re.M))
+
+
 class CudaKernelsTest(tf.test.TestCase):
+
+    def _sweep(self, tmp, sanitize, cover, seeds, bounds_file):
+        program = build_sweep(tmp, "gpu_sweep_sanitized" if sanitize else "gpu_sweep", sanitize=sanitize)
+        args = ["--cover", str(cover), "--seeds", str(seeds)]
+        if bounds_file:
+            args += ["--launch-bounds", bounds_file]
+        result = run_sweep(program, *args, parts=max(1, os.cpu_count() or 1))
+        failures = [line for line in result.output.splitlines() if line.startswith("FAIL")]
+        self.assertEqual(failures, [], "\n".join(failures[:30]))
+        self.assertEqual(result.code, 0, result.output[-3000:])
+        self.assertEqual(len(re.findall(r"^cases \d+ of \d+ runs \d+ seeds \d+ reports 0 failures 0$",
+                                        result.output, re.M)), max(1, os.cpu_count() or 1), result.output[-2000:])
+        # Every case once: the listed ones and generated ones.
+        self.assertEqual(result.cases, result.total)
+        self.assertGreater(result.total, LISTED)
+        # PlanLaunch's rules hold over sizes on both sides of its thresholds.
+        code, output = core_build.run(program, "--plan-check")
+        self.assertEqual(code, 0, output[-3000:])
+        self.assertRegex(output, r"plans checked \d+ broken 0")
+        # Every case of the plan, for every direction and kernel, reached.
+        unreached = [name for index, name in required_paths(program).items() if result.paths[index] == 0]
+        self.assertEqual(unreached, [], "not reached: " + "; ".join(unreached))
+        return result
 
     def test_emulated_sweep(self):
         with tempfile.TemporaryDirectory() as tmp:
-            program = core_build.build(
-                tmp, "gpu_sweep",
-                [("cc/core/gpu/conv_gpu.cu", ["-x", "c++"]), ("tests/cuda_emu/cuda_emu.cc", []),
-                 ("tests/cuda_emu/gpu_sweep.cc", [])],
-                extra_flags=EMU_FLAGS, sanitize=True,
-                # The CPU micro-kernels (the comparison's, run under the sanitizers in
-                # .ci/sanitize) unsanitized: with the sanitizers they take minutes to compile.
-                sanitize_kernels=False)
-            # One geometry a process, as many at once as there are cores, taken from the end of
-            # the list: the geometries that take longest (the filter-gradient slices, the
-            # 70-channel tiles) are last there, so they start first and the cores finish together.
-            workers = max(1, os.cpu_count() or 1)
-            with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-                results = list(pool.map(
-                    lambda i: core_build.run(program, "--seeds", "3", "--shard", f"{i}/{GEOMETRIES}"),
-                    reversed(range(GEOMETRIES))))
-        cases = runs = 0
-        for code, output in results:
-            failures = [line for line in output.splitlines() if line.startswith("FAIL")]
-            self.assertEqual(failures, [], "\n".join(failures[:30]))
-            self.assertEqual(code, 0, output[-3000:])
-            summary = re.search(r"^cases (\d+) runs (\d+) seeds 3 reports 0 failures 0$", output, re.M)
-            self.assertIsNotNone(summary, output[-2000:])
-            cases += int(summary.group(1))
-            runs += int(summary.group(2))
-        # Every geometry once: 2 kernels x (5 + 5 + 4) element types x 3 seeds each.
-        self.assertGreaterEqual(GEOMETRIES, 16)
-        self.assertEqual((cases, runs), (GEOMETRIES, GEOMETRIES * 2 * 14 * 3))
+            bounds = launch_bounds(core_build.ROOT / KERNELS, tmp)
+            bounds_file = write_bounds(bounds, os.path.join(tmp, "bounds.txt")) if bounds else None
+            tiers = [(False, 3, 3), (True, 1, 1)] if EXHAUSTIVE else [(False, 1, 2)]
+            for sanitize, cover, seeds in tiers:
+                result = self._sweep(tmp, sanitize, cover, seeds, bounds_file)
+                if bounds is not None:
+                    # Every kernel nvcc compiled declares its launch bounds, and the sweep
+                    # launched every one (within them: the emulator reports any launch over).
+                    self.assertEqual([n for n, b in bounds.items() if b is None], [])
+                    self.assertEqual(sorted(result.launched), sorted(bounds))
+                    for name, most in result.launched.items():
+                        self.assertLessEqual(most, bounds[name], name)
+        if bounds is None:
+            self.skipTest("swept without the launch-bounds check: no nvcc on PATH or under CUDA_HOME")
+
 
     def test_driver_check(self):
         # Where the GPU kernels are registered: not where a driver is present that cannot run
@@ -110,6 +220,97 @@ class CudaKernelsTest(tf.test.TestCase):
                  "-o", os.path.join(tmp, "conv_gpu.o")], capture_output=True, text=True)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertEqual(proc.stdout + proc.stderr, "")
+
+
+
+# Planted bugs in the kernels: (name, [(text, replacement)], the failure it must cause, how many
+# of the exhaustive cover's cases at least must catch it).
+PLANTED = [
+    # Tile n0 read from the block index as if there were one tile in M: tiles overlap and others
+    # go unwritten where there are several in both M and N.
+    ("overlapping tile index", [("n0 = block / m_tiles % n_tiles * tile_n", "n0 = block % n_tiles * tile_n")],
+     r"stored (0|2) times over the op|stored in this launch: an output written twice", 3),
+    # The class's output row stepped by the dilation instead of dilation / gcd(stride, dilation).
+    ("tap offset where stride and dilation share a factor",
+     [("c->t.a * th.delta + c->e.i", "c->t.a * s.dilation_rows + c->e.i")], r"element \d+: gpu", 3),
+    # Slices of grouped problems read back in another order than they were written.
+    ("groups with split reductions", [("((s * p.groups + grp) * p.M + m)", "((grp * p.slices + s) * p.M + m)")],
+     r"element \d+: gpu|differs from the CPU", 3),
+    # Slices added into the first slice's sums in place, without an atomic: a lost update on a GPU.
+    ("lost update between slices",
+     [("p.partial.Store((z * p.M + m) * p.N + col, v);",
+       "p.partial.Store((z % p.groups * p.M + m) * p.N + col,\n"
+       "                     (z >= p.groups ? p.partial.data[(z % p.groups * p.M + m) * p.N + col] : typename Problem::Acc(0)) + v);"),
+      ("for (int64_t s = 1; s < p.slices; ++s) sum +=", "for (int64_t s = 1; s < 1; ++s) sum +=")],
+     r"an output written twice", 3),
+    # The slices' sum reads one slice past those written (its workspace one slice larger).
+    ("read of workspace nothing wrote",
+     [("workspace(plan.partial_elements(sizes) * sizeof(Acc))",
+       "workspace((plan.partial_elements(sizes) + p.groups * p.M * p.N) * sizeof(Acc))"),
+      ("for (int64_t s = 1; s < p.slices; ++s) sum +=", "for (int64_t s = 1; s <= p.slices; ++s) sum +=")],
+     r"element \d+: gpu (nan|-?nan)|differs from the CPU", 3),
+    # 16-bit sums rounded to 16 bits after every tensor-core step.
+    ("16-bit accumulation", [("for (int ni = 0; ni < 4; ++ni) Mma16816(acc[mi][ni], af[mi], bf[ni], T());",
+                              "for (int ni = 0; ni < 4; ++ni) {\n"
+                              "          Mma16816(acc[mi][ni], af[mi], bf[ni], T());\n"
+                              "          for (float& v : acc[mi][ni]) v = Elem<T>::Load(Elem<T>::Store(v));\n"
+                              "        }")],
+     r"(float16|bfloat16), .*element \d+: gpu", None),
+    # A launch on the null stream instead of the op's.
+    ("launch on the null stream", [("Launch<GemmKernel<Problem>>(grid, block, 0, stream,",
+                                    "Launch<GemmKernel<Problem>>(grid, block, 0, nullptr,")],
+     r"emulator: kernel GemmKernel<.*launch on stream \(nil\), not the op's stream", 3),
+    # Launch bounds below the block the kernel is launched with.
+    ("launch bounds below the block", [("__launch_bounds__(Tiling::kThreads) GemmKernel",
+                                        "__launch_bounds__(Tiling::kThreads / 2) GemmKernel")],
+     r"more than the 128 of its __launch_bounds__, which CUDA refuses", 3),
+]
+
+
+class PlantedKernelBugsTest(tf.test.TestCase):
+    """Each planted bug fails the exhaustive cover's sweep (one seed, unsanitized) on several
+    cases; the 16-bit accumulation on most of the cases that run 16-bit sums longer than one
+    tensor-core step."""
+
+    def test_planted_bugs_are_caught(self):
+        if not EXHAUSTIVE:
+            self.skipTest("the exhaustive tier: pytest --exhaustive (or TF_OPS_EXHAUSTIVE=1)")
+        source = (core_build.ROOT / KERNELS).read_text()
+        with tempfile.TemporaryDirectory() as tmp:
+            def plant(item):
+                index, (name, edits, pattern, least) = item
+                text = source
+                for old, new in edits:
+                    self.assertEqual(text.count(old), 1, f"{name}: {old!r}")
+                    text = text.replace(old, new)
+                folder = os.path.join(tmp, str(index))
+                os.makedirs(folder)
+                kernels = os.path.join(folder, "conv_gpu.cu")
+                with open(kernels, "w") as f:
+                    f.write(text)
+                program = build_sweep(folder, "gpu_sweep", kernels=kernels)
+                args = ["--cover", "3", "--seeds", "1"]
+                bounds = launch_bounds(kernels, folder)
+                if bounds is not None:
+                    args += ["--launch-bounds", write_bounds(bounds, os.path.join(folder, "bounds.txt"))]
+                elif "launch bounds" in name:
+                    return name, None, None, None
+                return name, run_sweep(program, *args), pattern, least
+
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+                results = list(pool.map(plant, enumerate(PLANTED)))
+        caught, missed = {}, []
+        for name, result, pattern, least in results:
+            if result is None:
+                continue  # no nvcc: no launch bounds to plant below
+            caught[name] = f"{len(result.failed)} of {result.total}"
+            if result.code == 0 or not re.search(pattern, result.output):
+                missed.append(f"{name}: exit {result.code}, no /{pattern}/ in {result.output[-1500:]}")
+            elif len(result.failed) < (least if least is not None else result.total // 2 + 1):
+                # (the 16-bit accumulation: most cases)
+                missed.append(f"{name}: caught by only {caught[name]} cases")
+        print("planted bugs, cases caught:", caught)
+        self.assertEqual(missed, [], "\n".join(missed))
 
 
 if __name__ == "__main__":
