@@ -12,6 +12,8 @@ import tempfile
 
 import tensorflow as tf
 
+import tf_ops._selfcheck
+
 
 def _bench(cwd, *args):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -64,18 +66,22 @@ class BenchTest(tf.test.TestCase):
             self.assertTrue(b.startswith("composition:") or b == "unavailable", b)
 
     def test_onednn_flag_reruns_in_the_other_mode(self):
+        # Without --out, into tf_ops_bench/ of the current folder (a run from the checkout's
+        # root leaves the committed benchmarks/results alone).
         other = "off" if self._onednn() else "on"
         with tempfile.TemporaryDirectory() as cwd:
-            out = pathlib.Path(cwd) / "results"
-            proc = _bench(cwd, "--quick", "--onednn", other, "--filter", "^conv2d tiny(_dilated)? float32",
-                          "--out", str(out))
+            out = pathlib.Path(cwd) / "tf_ops_bench"
+            proc = _bench(cwd, "--quick", "--onednn", other, "--filter", "^conv2d tiny(_dilated)? float32")
             rows = self._check_outputs(proc, out, other)
+            self.assertEqual(sorted(os.listdir(cwd)), ["tf_ops_bench"])
         self.assertEqual(len(rows), 2)
         self.assertIn(f"oneDNN {other}", proc.stdout)
 
     @staticmethod
     def _onednn():
-        return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0"
+        # As TensorFlow decided at import: with TF_ENABLE_ONEDNN_OPTS unset it turns oneDNN on
+        # only on processors with AVX-512 (VNNI, BF16) or AMX, not on an AVX2-only one.
+        return tf_ops._selfcheck.onednn_enabled()
 
 
 if __name__ == "__main__":

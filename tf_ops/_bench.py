@@ -167,15 +167,6 @@ def _load_average():
         return None
 
 
-def onednn_enabled():
-    """Whether this process's TensorFlow runs oneDNN kernels (it decided at import)."""
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-        return bool(_pywrap_util_port.IsMklEnabled())
-    except (ImportError, AttributeError):
-        return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0"
-
-
 def gemm_size(quick):
     """2048, or 4096 on machines fast enough that 2048 takes under 50 ms (512 for --quick)."""
     if quick:
@@ -626,7 +617,8 @@ def write_plot(path, rows, title):
         import matplotlib.pyplot as plt
         import matplotlib.ticker
     except ImportError:
-        return "matplotlib is not installed: no plot written (pip install matplotlib)"
+        return ("matplotlib is not installed: no plot written (install tf_ops with its bench extra, "
+                "pip install '.[bench]', or pip install matplotlib)")
     shown = [r for r in rows if r["ratio"] != UNAVAILABLE]
     if not shown:
         return "no row has a baseline: no plot written"
@@ -658,6 +650,11 @@ def write_plot(path, rows, title):
 # Command line
 
 
+# Where a run writes unless told: a folder of its own, so that a run from the checkout's root
+# leaves the committed results (benchmarks/results) alone.
+DEFAULT_OUT = "tf_ops_bench"
+
+
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m tf_ops bench", description=__doc__.splitlines()[0],
                                      allow_abbrev=False)
@@ -666,8 +663,9 @@ def _parse(argv):
                              "says, which is on unless it is 0)")
     parser.add_argument("--filter", metavar="REGEX", help="only rows whose 'op shape dtype' text matches")
     parser.add_argument("--quick", action="store_true", help="tiny shapes: a smoke test of every path")
-    parser.add_argument("--out", default=os.path.join("benchmarks", "results"),
-                        help="folder for the CSV, JSON and PNG (default: benchmarks/results)")
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"folder for the CSV, JSON and PNG (default: {DEFAULT_OUT} in the current folder; "
+                             "the checkout's committed results are benchmarks/results, written only when named)")
     parser.add_argument("--budget", type=float, default=None,
                         help="timed seconds per side per row (default 0.3; 0.02 with --quick)")
     parser.add_argument("--min-runs", type=int, default=5, help="timed runs per side at least (default 5)")
@@ -702,7 +700,7 @@ def _rerun_with_onednn(mode, argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parse(argv)
-    onednn = onednn_enabled()
+    onednn = sc.onednn_enabled()
     if args.onednn is not None and (args.onednn == "on") != onednn:
         return _rerun_with_onednn(args.onednn, argv)
 

@@ -41,7 +41,19 @@ KINDS = {
     "depthwise_backprop_input": FLOAT_DTYPES,
     "depthwise_backprop_filter": FLOAT_DTYPES,
 }
-ONEDNN = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0"
+
+
+def onednn_enabled():
+    """Whether this process's TensorFlow runs oneDNN kernels, as it decided at import: with
+    TF_ENABLE_ONEDNN_OPTS unset, only on processors with AVX-512 (VNNI, BF16) or AMX."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0"
+
+
+ONEDNN = onednn_enabled()
 
 
 def is_depthwise(kind):
