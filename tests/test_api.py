@@ -1,6 +1,9 @@
 """The public Python functions: TensorFlow's signatures and argument handling, eager,
 tf.function and TF1 graphs, empty tensors, the loader's error, and a training run."""
 import inspect
+import os
+import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -182,9 +185,47 @@ class LoaderTest(tf.test.TestCase):
             with self.subTest(running=patch):
                 self.assertIn("loaded: [4.0, 4.0, 4.0, 4.0]", self._import_with_version(patch))
 
+    def test_source_checkout_shadowing_the_package(self):
+        # Run from a checkout's root, Python imports the source folder, which holds no compiled
+        # library: said in one sentence, with what to do, both on import and by the main job.
+        with tempfile.TemporaryDirectory() as checkout:
+            package = pathlib.Path(checkout) / "tf_ops"
+            package.mkdir()
+            for source in pathlib.Path(tf_ops.__file__).parent.glob("*.py"):
+                (package / source.name).write_text(source.read_text())
+            (pathlib.Path(checkout) / "setup.py").write_text("")
+            for command in (["-c", "import tf_ops"], ["-m", "tf_ops"]):
+                with self.subTest(command=command):
+                    proc = subprocess.run([sys.executable, *command], cwd=checkout, capture_output=True, text=True,
+                                          timeout=300)
+                    self.assertNotEqual(proc.returncode, 0)
+                    self.assertIn(f"tf_ops: Python imported tf_ops from the source checkout {checkout} (the current "
+                                  "folder shadows the installed package), which holds no compiled library: run "
+                                  "from another folder.", proc.stderr)
+                    self.assertNotIn("--force-reinstall", proc.stderr)
+                    if command[0] == "-m":
+                        self.assertNotIn("Traceback", proc.stderr)
+
     def test_load_op_library_by_path(self):
         module = tf.load_op_library(tf_ops.library_path())
         self.assertTrue(hasattr(module, "tf_ops_conv2d_backprop_input_v2"))
+
+
+class MainJobTest(tf.test.TestCase):
+
+    def test_main_job_passes_and_prints_no_warning_of_ours(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            proc = subprocess.run([sys.executable, "-m", "tf_ops"], cwd=cwd, capture_output=True, text=True,
+                                  timeout=600)
+        out = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, out[-3000:])
+        self.assertRegex(proc.stdout, r"\n(\d+) passed, 0 failed\n")
+        self.assertNotIn("retracing", out)
+        flags = re.search(r"^compile flags: (.*)$", proc.stdout, re.M).group(1).split()
+        for flag, folder in zip(flags, flags[1:]):
+            if flag == "-isystem":
+                self.assertTrue(os.path.isdir(folder) or folder == "<removed-isolated-build>/tensorflow/include",
+                                folder)
 
 
 class TrainingTest(tf.test.TestCase):

@@ -59,6 +59,19 @@ def _gflop(cfg):
     return 2.0 * n * oh * ow * k * kh * kw * fi / 1e9
 
 
+def _shown_flags(flags):
+    """The compile flags, an include folder that is gone (an isolated build's copy of
+    TensorFlow) shown as <removed-isolated-build>."""
+    shown, it = [], iter(flags)
+    for flag in it:
+        if flag == "-isystem":
+            folder = next(it, "")
+            shown += [flag, folder if os.path.isdir(folder) else "<removed-isolated-build>/tensorflow/include"]
+        else:
+            shown.append(flag)
+    return shown
+
+
 def _kernel_table():
     rows = []
     for name, op in tf_ops.OP_NAMES.items():
@@ -116,7 +129,18 @@ def _check_rows(repeats):
 def _xla_rows():
     """Every op once under XLA (jit_compile=True) on a configuration with groups or a depth
     multiplier, NCHW or strides: error vs the reference and vs the kernels. Compiling registers
-    XLA's kernels for the ops, which the kernel table then lists."""
+    XLA's kernels for the ops, which the kernel table then lists. (One tf.function per op, each
+    traced once: TensorFlow's warning about functions created in a loop is silenced here.)"""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        return _xla_rows_traced()
+    finally:
+        logger.setLevel(level)
+
+
+def _xla_rows_traced():
     rows, ok = [], True
     rng = np.random.default_rng(1)
     for kind in sc.KINDS:
@@ -168,7 +192,7 @@ def selfcheck_main(argv=None):
     print(f"TensorFlow {tf.__version__} (oneDNN {'on' if sc.ONEDNN else 'off'})")
     print(f"library: {tf_ops.library_path()}")
     print(f"built for TensorFlow {info.get('tf_version', '?')} with {info.get('compiler_version', '?')}")
-    print(f"compile flags: {' '.join(info.get('compile_flags', []))}")
+    print(f"compile flags: {' '.join(_shown_flags(info.get('compile_flags', [])))}")
     print(f"CPU micro-kernels: {tf_ops.cpu_kernel_isa()} (TF_OPS_CPU_ISA caps the choice)")
     print(_gpu_line(info))
     print()

@@ -57,6 +57,13 @@ def load_library():
         f"Rebuild it against the running TensorFlow with: {_rebuild_command(info)}"
     )
     if not os.path.exists(path):
+        checkout = os.path.dirname(os.path.dirname(path))
+        if not os.environ.get("TF_OPS_LIBRARY") and os.path.exists(os.path.join(checkout, "setup.py")):
+            # Named for the package, so that `python -m tf_ops` says this sentence without a traceback.
+            raise ImportError(
+                f"tf_ops: Python imported tf_ops from the source checkout {checkout} (the current folder "
+                "shadows the installed package), which holds no compiled library: run from another folder.",
+                name="tf_ops")
         raise ImportError(f"tf_ops: the compiled op library {path} is missing. {advice}")
     if info and _minor(info.get("tf_version", "")) != _minor(running):
         raise ImportError(f"tf_ops: TensorFlow version mismatch. {advice}")
