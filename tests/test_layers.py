@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import tf_ops
 from tf_ops import layers, reference
+from tf_ops._selfcheck import onednn_enabled
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -78,13 +79,17 @@ KERAS = {
     layers.DepthwiseConv2D: keras.layers.DepthwiseConv2D,
 }
 
-# (layer class, arguments, input shape, whether Keras's layer runs it on CPU).
+# Keras's layer runs the case on CPU only where TensorFlow runs oneDNN (NCHW, dilated transposes):
+# with TF_ENABLE_ONEDNN_OPTS unset, on processors with AVX-512 (VNNI, BF16) or AMX.
+ONEDNN = "with oneDNN"
+
+# (layer class, arguments, input shape, whether Keras's layer runs it on CPU: True, False or ONEDNN).
 CASES = [
     (layers.Conv2D, dict(filters=6, kernel_size=3, padding="same"), (2, 9, 9, 4), True),
     (layers.Conv2D, dict(filters=5, kernel_size=(3, 2), strides=(2, 1)), (2, 9, 8, 3), True),
     (layers.Conv2D, dict(filters=4, kernel_size=3, dilation_rate=2, padding="same"), (1, 9, 9, 3), True),
     (layers.Conv2D, dict(filters=6, kernel_size=3, groups=2, padding="same"), (2, 8, 8, 4), True),
-    (layers.Conv2D, dict(filters=4, kernel_size=3, strides=2, data_format="channels_first"), (2, 3, 9, 8), True),
+    (layers.Conv2D, dict(filters=4, kernel_size=3, strides=2, data_format="channels_first"), (2, 3, 9, 8), ONEDNN),
     (layers.Conv2D, dict(filters=6, kernel_size=3, strides=2, dilation_rate=2, groups=3,
                          padding="same", data_format="channels_first"), (2, 6, 9, 9), False),
     (layers.Conv2DTranspose, dict(filters=6, kernel_size=3, strides=2, padding="same"), (2, 5, 5, 4), True),
@@ -94,16 +99,16 @@ CASES = [
                                   use_bias=False), (1, 4, 5, 2), True),
     (layers.Conv2DTranspose, dict(filters=4, kernel_size=(2, 3), strides=(2, 1),
                                   activation="relu"), (2, 5, 4, 3), True),
-    (layers.Conv2DTranspose, dict(filters=4, kernel_size=3, dilation_rate=2, padding="same"), (2, 6, 6, 3), True),
+    (layers.Conv2DTranspose, dict(filters=4, kernel_size=3, dilation_rate=2, padding="same"), (2, 6, 6, 3), ONEDNN),
     (layers.Conv2DTranspose, dict(filters=6, kernel_size=3, strides=2, groups=2, padding="same"), (2, 5, 5, 4), False),
     (layers.Conv2DTranspose, dict(filters=4, kernel_size=3, strides=2, padding="same",
-                                  data_format="channels_first"), (2, 3, 5, 4), True),
+                                  data_format="channels_first"), (2, 3, 5, 4), ONEDNN),
     (layers.Conv2DTranspose, dict(filters=4, kernel_size=3, strides=2, dilation_rate=2,
                                   padding="same", data_format="channels_first"), (2, 3, 5, 6), False),
     (layers.DepthwiseConv2D, dict(kernel_size=3, padding="same", depth_multiplier=2), (2, 8, 8, 3), True),
     (layers.DepthwiseConv2D, dict(kernel_size=3, strides=2, dilation_rate=2, padding="same"), (2, 9, 9, 4), True),
     (layers.DepthwiseConv2D, dict(kernel_size=3, strides=(1, 2), depth_multiplier=3,
-                                  data_format="channels_first"), (2, 2, 7, 8), True),
+                                  data_format="channels_first"), (2, 2, 7, 8), ONEDNN),
     (layers.DepthwiseConv2DTranspose, dict(kernel_size=3, strides=2, padding="same"), (2, 4, 5, 3), False),
     (layers.DepthwiseConv2DTranspose, dict(kernel_size=4, strides=2, depth_multiplier=3,
                                            output_padding=1), (2, 4, 4, 2), False),
@@ -121,6 +126,7 @@ class ParityTest(tf.test.TestCase):
     def test_outputs_against_reference_and_keras(self):
         rng = np.random.default_rng(0)
         for cls, kwargs, shape, keras_runs in CASES:
+            keras_runs = keras_runs is True or (keras_runs == ONEDNN and onednn_enabled())
             with self.subTest(layer=cls.__name__, **{k: str(v) for k, v in kwargs.items()}):
                 x = rng.standard_normal(shape).astype("float32")
                 ours = cls(**kwargs)
@@ -141,6 +147,7 @@ class ParityTest(tf.test.TestCase):
     def test_gradients_match_keras(self):
         rng = np.random.default_rng(1)
         for cls, kwargs, shape, keras_runs in CASES:
+            keras_runs = keras_runs is True or (keras_runs == ONEDNN and onednn_enabled())
             if not keras_runs:
                 continue
             with self.subTest(layer=cls.__name__, **{k: str(v) for k, v in kwargs.items()}):
