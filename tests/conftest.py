@@ -1,6 +1,8 @@
 import os
 import pathlib
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tf_ops  # noqa: E402
@@ -14,13 +16,14 @@ assert not pathlib.Path(tf_ops.__file__).resolve().is_relative_to(_SOURCE), (
 
 def pytest_addoption(parser):
     parser.addoption("--exhaustive", action="store_true",
-                     help="the exhaustive tier: the GPU sweep over its whole generated space, sanitized, "
-                          "and its planted bugs (CI runs it; TF_OPS_EXHAUSTIVE=1 does the same)")
+                     help="the exhaustive tier (tests/tiers.py): full budgets and the tests marked "
+                          "exhaustive (CI runs it; TF_OPS_EXHAUSTIVE=1 does the same)")
 
 
 def pytest_configure(config):
     if config.getoption("--exhaustive"):
         os.environ["TF_OPS_EXHAUSTIVE"] = "1"
+    config.addinivalue_line("markers", "exhaustive: runs only in the exhaustive tier (--exhaustive)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -30,3 +33,32 @@ def pytest_collection_modifyitems(config, items):
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if item.name != "test_session"]
+    # The fast tier leaves out the exhaustive tier's own tests, and says so at its end (under
+    # pytest-xdist each worker collects every test and tells the controller).
+    if os.environ.get("TF_OPS_EXHAUSTIVE") != "1":
+        left_out = [item for item in items if item.get_closest_marker("exhaustive")]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not item.get_closest_marker("exhaustive")]
+        config._tf_ops_left_out = {item.nodeid for item in left_out}
+        if hasattr(config, "workeroutput"):
+            config.workeroutput["tf_ops_left_out"] = sorted(config._tf_ops_left_out)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    left_out = getattr(node, "workeroutput", {}).get("tf_ops_left_out", [])
+    node.config._tf_ops_left_out = getattr(node.config, "_tf_ops_left_out", set()) | set(left_out)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if os.environ.get("TF_OPS_EXHAUSTIVE") == "1":
+        terminalreporter.write_line("tf_ops: exhaustive tier: full budgets, every test")
+        return
+    left_out = getattr(config, "_tf_ops_left_out", set())
+    files = sorted({nodeid.split("::")[0].removeprefix("tests/") for nodeid in left_out})
+    terminalreporter.write_line(
+        f"tf_ops: fast tier, budgets reduced (tests/tiers.py). Not run: {len(left_out)} exhaustive "
+        f"tests ({', '.join(files)}); the kernel sweep on every instruction set, unsampled; the "
+        "full parity, random-geometry, fuzz, XLA and GPU-sweep budgets. "
+        "pytest -q tests --exhaustive runs them.")

@@ -24,13 +24,14 @@ import shutil
 import subprocess
 import tempfile
 
+import pytest
 import tensorflow as tf
 
 import core_build
 import tf_ops
+from tiers import EXHAUSTIVE
 
 EMU_FLAGS = ["-DTF_OPS_CUDA_EMU", f"-I{core_build.ROOT / 'tests' / 'cuda_emu'}"]
-EXHAUSTIVE = os.environ.get("TF_OPS_EXHAUSTIVE") == "1"
 KERNELS = "cc/core/gpu/conv_gpu.cu"
 # The sweep's listed geometries, one SPEC line each.
 LISTED = sum(line.startswith("SPEC(") for line in
@@ -267,14 +268,13 @@ PLANTED = [
 ]
 
 
+@pytest.mark.exhaustive
 class PlantedKernelBugsTest(tf.test.TestCase):
     """Each planted bug fails the exhaustive cover's sweep (one seed, unsanitized) on several
     cases; the 16-bit accumulation on most of the cases that run 16-bit sums longer than one
     tensor-core step."""
 
     def test_planted_bugs_are_caught(self):
-        if not EXHAUSTIVE:
-            self.skipTest("the exhaustive tier: pytest --exhaustive (or TF_OPS_EXHAUSTIVE=1)")
         source = (core_build.ROOT / KERNELS).read_text()
         with tempfile.TemporaryDirectory() as tmp:
             def plant(item):

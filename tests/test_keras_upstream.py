@@ -11,6 +11,7 @@ import pathlib
 import tempfile
 
 import keras
+import pytest
 import tensorflow as tf
 from common import run_upstream_pytest
 
@@ -28,6 +29,7 @@ def run_upstream(routed, out_dir):
                                "routed" if routed else "keras")
 
 
+@pytest.mark.exhaustive
 class KerasUpstreamTest(tf.test.TestCase):
 
     def test_keras_layer_tests_pass_on_tf_ops_layers(self):

@@ -6,7 +6,10 @@ that every path and every micro-kernel of the instruction set's table was reache
 
 The driver links only the TF-free core (cc/core), compiled with the flags the installed
 library was built with, and runs once per instruction set this processor has (capped by
-TF_OPS_CPU_ISA). Under TF_OPS_SANITIZE=1 (.ci/sanitize) it is built with AddressSanitizer and
+TF_OPS_CPU_ISA) in the exhaustive tier; the fast tier runs the best instruction set on a sample
+of about one geometry in FAST_SAMPLE, filled (--fill) with the cheapest geometries left out
+that reach a path or micro-kernel the sample missed, so that every one is still reached.
+Under TF_OPS_SANITIZE=1 (.ci/sanitize) it is built with AddressSanitizer and
 UndefinedBehaviorSanitizer and runs the best instruction set only, on about a quarter of each
 space's geometries (SANITIZED_SAMPLE; the full spaces run unsanitized on every instruction set),
 in one part per processor side by side (--shard), still required to reach every path and
@@ -19,10 +22,13 @@ import tempfile
 import tensorflow as tf
 
 import core_build
+from tiers import EXHAUSTIVE
 
 
 # Under the sanitizers (several times slower), the sweep runs about one geometry in this many.
 SANITIZED_SAMPLE = 4
+# The fast tier's sample, filled to the whole coverage.
+FAST_SAMPLE = 16
 
 
 def run_driver(driver, isa, *args):
@@ -50,6 +56,9 @@ class KernelSweepTest(tf.test.TestCase):
             isas = isas[-1:]
             args, least = ("--sample", str(SANITIZED_SAMPLE)), 100000 // (2 * SANITIZED_SAMPLE)
             parts = cpus
+        elif not EXHAUSTIVE:
+            isas = isas[-1:]
+            args, least = ("--sample", str(FAST_SAMPLE), "--fill"), 100000 // (2 * FAST_SAMPLE)
         runs = [(isa, part) for isa in isas for part in range(parts)]
 
         def run(job):
@@ -68,6 +77,8 @@ class KernelSweepTest(tf.test.TestCase):
                 self.assertEqual(failures, [], f"{isa}:\n" + "\n".join(failures[:40]))
                 self.assertEqual(code, 0, f"{isa}:\n{out[-3000:]}")
                 cases += int(re.search(r"^cases (\d+) runs (\d+) failures 0$", out, re.M).group(1))
+                if "--fill" in args:
+                    self.assertRegex(out, r"(?m)^filled \d+$")
                 if parts > 1:
                     self.assertIn(f"coverage of part {part} of {parts}\n", out)
                 # What this part did not reach, listed line by line as the driver counts it;

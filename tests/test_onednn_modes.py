@@ -21,7 +21,7 @@ class OneDnnModesTest(tf.test.TestCase):
         env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=other)
         proc = subprocess.run(
             [sys.executable, "-c", "import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))",
-             "-q", "-p", "no:cacheprovider", str(HERE / "test_parity.py")],
+             "-q", "-p", "no:cacheprovider", "-n", "0", str(HERE / "test_parity.py")],
             cwd=str(HERE), env=env, capture_output=True,
             text=True, timeout=1800)
         tail = (proc.stdout + proc.stderr)[-3000:]

@@ -5,14 +5,14 @@ reference and against TensorFlow's built-in op wherever TensorFlow supports the 
 The module runs in whichever oneDNN mode the process has; test_onednn_modes.py reruns it
 in the other mode.
 """
-import os
 
 import numpy as np
 import tensorflow as tf
 
 import common
+from tiers import budget
 
-CONFIGS_PER_KIND = int(os.environ.get("TF_OPS_PARITY_CONFIGS", "120"))
+CONFIGS_PER_KIND = budget("TF_OPS_PARITY_CONFIGS", fast=30, exhaustive=120)
 
 
 class ParityTest(tf.test.TestCase):

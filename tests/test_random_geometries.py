@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import common
+from tiers import budget
 
-EXAMPLES = int(os.environ.get("TF_OPS_HYPOTHESIS_EXAMPLES", "150"))
+EXAMPLES = budget("TF_OPS_HYPOTHESIS_EXAMPLES", fast=30, exhaustive=150)
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, print_blob=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 # Unit roundoff of each result type; float16 results below 2**-14 are subnormal and round

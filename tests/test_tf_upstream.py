@@ -12,6 +12,7 @@ import pathlib
 import re
 import tempfile
 
+import pytest
 import tensorflow as tf
 from common import run_upstream_pytest
 
@@ -29,6 +30,7 @@ def run_upstream(mode, out_dir):
     return {t.rsplit("::", 1)[1]: o for t, o in outcomes.items()}, output
 
 
+@pytest.mark.exhaustive
 class TensorFlowUpstreamTest(tf.test.TestCase):
 
     def test_depthwise_kernel_tests_pass_on_tf_ops(self):

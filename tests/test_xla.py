@@ -14,9 +14,10 @@ import numpy as np
 import tensorflow as tf
 
 import common
+from tiers import budget
 import tf_ops
 
-CONFIGS_PER_KIND = int(os.environ.get("TF_OPS_XLA_CONFIGS", "10"))
+CONFIGS_PER_KIND = budget("TF_OPS_XLA_CONFIGS", fast=4, exhaustive=10)
 tf.get_logger().setLevel("ERROR")  # one tf.function per case: retracing warnings are expected
 
 

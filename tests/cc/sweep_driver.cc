@@ -56,6 +56,9 @@ namespace {
 enum Direction { kForward = 1, kInput = 2, kFilter = 4, kAll = 7 };
 
 bool plant_fault = false;
+// Probing (--fill): each check runs the fast kernel once, for the paths and kernels it reaches,
+// and checks nothing.
+bool probe = false;
 
 // An allocator of 64-byte aligned arrays.
 template <typename T>
@@ -1139,6 +1142,10 @@ class Runner {
     // Aligned as TensorFlow's allocator aligns tensors (the non-temporal stores ask for it).
     std::vector<T, Aligned64<T>> fast(size, static_cast<T>(12345.0f)), split(size, static_cast<T>(-777.0f));
     const ParallelFor serial = SerialFor, reversed = ReversedRanges;
+    if (probe) {
+      op(fast.data(), serial);
+      return;
+    }
     const uint64_t before = WinogradCount();
     if (!op(fast.data(), serial)) return Fail(s, g, direction, TypeInfo<T>::name, "the fast kernel did not apply");
     const bool winograd = WinogradCount() != before;
@@ -1212,10 +1219,79 @@ uint64_t Mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// What the run has not reached of the paths and kernels this instruction set's table has, a
+// line each ("path: NAME", "kernel: NAME[I] kind K"); the kernels listed and missed. With
+// `print`, every path's count.
+std::vector<std::string> Unreached(bool print, int64_t* kernels_listed, int64_t* kernels_missed) {
+  std::vector<std::string> missed;
+  *kernels_missed = 0;
+  // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair
+  // kernels (and the packing of pairs, and the filter tiles) without AVX-512 BF16, bands
+  // run whole, strided forward bands, bordered columns and the filter tiles of several
+  // groups without AMX (bfloat16 on AMX only), the filter tiles on vectors of rows with AMX,
+  // the depthwise row kernels without AVX-512, the GEMMs that round 16-bit results without
+  // vector rounding. Strided passes through space-to-depth copies run on every instruction
+  // set, as Winograd (float32 and float16; on AMX, bfloat16's direct passes too).
+  const KernelTable& table = Kernels();
+  const bool pairs = table.gemm_bf16_pairs != nullptr;
+  const bool rows = table.dw[0].row[0][0][kElemF32] != nullptr;
+  const bool narrowed = table.gemm[0].affine_narrow[kElemF16] != nullptr;
+  const bool amx = pairs && table.gemm_bf16_pairs == AmxBf16GemmKernels();
+  using Paths = std::initializer_list<Path>;
+  const Paths needs_pairs = {Path::kGemmBf16Pairs, Path::kFilterPairs, Path::kColumnsMergedPairs,
+                             Path::kBandedMergedStraddling, Path::kFilterTiles, Path::kFilterTilesChannelChunks,
+                             Path::kFilterTilesSlices, Path::kFilterTilesPieces, Path::kFilterTilesMerged,
+                             Path::kFilterTilesAdded, Path::kFilterTilesPhases};
+  const Paths needs_amx = {Path::kBandedWholeRuns, Path::kBandedWholeRowsOut, Path::kForwardBandedStridedRows,
+                           Path::kBandedPaddedPixels, Path::kFilterTilesGroups, Path::kInputBorderedColumns,
+                           Path::kInputBorderedChunks};
+  const Paths needs_narrowing = {Path::kIndirectNarrowed, Path::kBandedRowsNarrowed, Path::kBandedNarrowedBand};
+  const auto in = [](const Paths& paths, Path path) {
+    return std::find(paths.begin(), paths.end(), path) != paths.end();
+  };
+  for (int p = 0; p < static_cast<int>(Path::kCount); ++p) {
+    const Path path = static_cast<Path>(p);
+    const uint64_t n = PathCount(path);
+    const bool expected = (pairs || !in(needs_pairs, path)) && (amx || !in(needs_amx, path)) &&
+                          (narrowed || !in(needs_narrowing, path)) &&
+                          ((pairs && !amx) || path != Path::kFilterTilesRows) &&
+                          (rows || path != Path::kDepthwiseRowKernel);
+    if (print) {
+      std::printf("  path %-70s %llu%s\n", PathName(path), (unsigned long long)n,
+                  expected ? "" : " (not in this instruction set's table)");
+    }
+    if (n == 0 && expected) missed.push_back(std::string("path: ") + PathName(path));
+  }
+  int64_t kernels = 0;
+  ForEachKernel(table, [&](const char* name, int index, int kind, auto fn) {
+    if (fn == nullptr) return;
+    if (!pairs && std::strcmp(name, "pack_halves") == 0) return;
+    if (!pairs && std::strcmp(name, "pack_pairs") == 0) return;  // the filter tiles' alone
+    // On AMX, bfloat16 runs Winograd nowhere: its forward and backprop input take the tiles
+    // of the direct passes, its filter gradient the filter tiles (16 channels a group, as
+    // Winograd needs).
+    if (amx && kind == kElemBF16 && (std::strcmp(name, "winograd.input") == 0 ||
+                                     std::strcmp(name, "winograd.gradient") == 0)) {
+      return;
+    }
+    // On AMX the filter tiles take every bfloat16 filter gradient of 16 output channels a
+    // group or more: the strided pair kernels of column blocks past 16 run nowhere.
+    if (amx && std::strcmp(name, "pairs.strided") == 0 && index > 0) return;
+    ++kernels;
+    if (!KernelCalled(fn)) {
+      missed.push_back("kernel: " + std::string(name) + "[" + std::to_string(index) + "] kind " +
+                       std::to_string(kind));
+      ++*kernels_missed;
+    }
+  });
+  *kernels_listed = kernels;
+  return missed;
+}
+
 int Main(int argc, char** argv) {
   std::string only;
   int64_t shard = 0, shards = 1, sample = 1;
-  bool coverage = true, list = false;
+  bool coverage = true, list = false, fill = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--space" && i + 1 < argc) {
@@ -1233,6 +1309,8 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "--sample takes N >= 1\n");
         return 2;
       }
+    } else if (arg == "--fill") {
+      fill = true;
     } else if (arg == "--no-coverage") {
       coverage = false;
     } else if (arg == "--list") {
@@ -1240,12 +1318,16 @@ int Main(int argc, char** argv) {
     } else if (arg == "--plant-fault") {
       plant_fault = true;
     } else {
-      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--shard I/N] [--sample N] [--no-coverage] [--list] [--plant-fault]\n");
+      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--shard I/N] [--sample N [--fill]] [--no-coverage] [--list] [--plant-fault]\n");
       return 2;
     }
   }
   if (!only.empty()) coverage = false;  // one space cannot reach everything
-  std::vector<Spec> specs;
+  if (fill && (shards > 1 || !coverage)) {
+    std::fprintf(stderr, "--fill fills the coverage of a whole run: not with --shard, --space or --no-coverage\n");
+    return 2;
+  }
+  std::vector<Spec> specs, left_out;
   for (const auto& [name, space] : kSpaces) {
     // A fixed pseudo-random choice: a plain stride could fall in step with an inner loop of
     // the space's enumeration and never see some of its values. The first geometry of each
@@ -1256,7 +1338,7 @@ int Main(int argc, char** argv) {
       space([&](Spec s) {
         const bool first = part == nullptr || std::strcmp(part, s.space) != 0;
         part = s.space;
-        if (first || Mix(index++) % static_cast<uint64_t>(sample) == 0) specs.push_back(s);
+        (first || Mix(index++) % static_cast<uint64_t>(sample) == 0 ? specs : left_out).push_back(s);
       });
     }
   }
@@ -1278,11 +1360,40 @@ int Main(int argc, char** argv) {
     if (Runner::Geometry(specs[i], &g)) number[i] = static_cast<int64_t>(++n);
   }
   for (size_t i = shard; i < specs.size(); i += shards) runner.Run(specs[i], number[i]);
+  // A sample's coverage filled: while a path or kernel is unreached, the geometries left out are
+  // probed, cheapest first (the fast kernels run once, unchecked), and each that reaches one
+  // runs whole, checked like the sample's.
+  int64_t filled = 0;
+  if (fill) {
+    std::vector<std::pair<int64_t, size_t>> order;  // (products of a forward pass, index)
+    for (size_t i = 0; i < left_out.size(); ++i) {
+      ConvGeometry g;
+      if (!Runner::Geometry(left_out[i], &g)) continue;
+      order.emplace_back(g.output_elements() * g.filter_rows * g.filter_cols * g.filter_in_depth, i);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    int64_t kernels = 0, kernels_missed = 0, n = static_cast<int64_t>(specs.size());
+    for (const auto& [cost, i] : order) {
+      const size_t missed = Unreached(false, &kernels, &kernels_missed).size();
+      if (missed == 0) break;
+      const Stats kept = stats;
+      probe = true;
+      runner.Run(left_out[i], ++n);
+      probe = false;
+      stats = kept;
+      if (Unreached(false, &kernels, &kernels_missed).size() < missed) {
+        runner.Run(left_out[i], n);
+        ++filled;
+      }
+    }
+  }
   SetCoverageRecording(false);
 
   std::printf("isa %s\n", FastKernelIsa());
   std::printf("cases %lld runs %lld failures %lld\n", (long long)stats.cases, (long long)stats.runs,
               (long long)stats.failures);
+  if (fill) std::printf("filled %lld\n", (long long)filled);
   std::printf("worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n", stats.worst[0],
               stats.worst[1], stats.worst[2]);
   std::printf("winograd runs %lld worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n",
@@ -1292,65 +1403,11 @@ int Main(int argc, char** argv) {
               stats.winograd_factor[0], stats.winograd_factor[1], stats.winograd_factor[2]);
   int64_t unreached = 0;
   if (coverage) {
-    // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair
-    // kernels (and the packing of pairs, and the filter tiles) without AVX-512 BF16, bands
-    // run whole, strided forward bands, bordered columns and the filter tiles of several
-    // groups without AMX (bfloat16 on AMX only), the filter tiles on vectors of rows with AMX,
-    // the depthwise row kernels without AVX-512, the GEMMs that round 16-bit results without
-    // vector rounding. Strided passes through space-to-depth copies run on every instruction
-    // set, as Winograd (float32 and float16; on AMX, bfloat16's direct passes too).
-    const KernelTable& table = Kernels();
-    const bool pairs = table.gemm_bf16_pairs != nullptr;
-    const bool rows = table.dw[0].row[0][0][kElemF32] != nullptr;
-    const bool narrowed = table.gemm[0].affine_narrow[kElemF16] != nullptr;
-    const bool amx = pairs && table.gemm_bf16_pairs == AmxBf16GemmKernels();
-    using Paths = std::initializer_list<Path>;
-    const Paths needs_pairs = {Path::kGemmBf16Pairs, Path::kFilterPairs, Path::kColumnsMergedPairs,
-                               Path::kBandedMergedStraddling, Path::kFilterTiles, Path::kFilterTilesChannelChunks,
-                               Path::kFilterTilesSlices, Path::kFilterTilesPieces, Path::kFilterTilesMerged,
-                               Path::kFilterTilesAdded, Path::kFilterTilesPhases};
-    const Paths needs_amx = {Path::kBandedWholeRuns, Path::kBandedWholeRowsOut, Path::kForwardBandedStridedRows,
-                             Path::kBandedPaddedPixels, Path::kFilterTilesGroups, Path::kInputBorderedColumns,
-                             Path::kInputBorderedChunks};
-    const Paths needs_narrowing = {Path::kIndirectNarrowed, Path::kBandedRowsNarrowed, Path::kBandedNarrowedBand};
-    const auto in = [](const Paths& paths, Path path) {
-      return std::find(paths.begin(), paths.end(), path) != paths.end();
-    };
-    for (int p = 0; p < static_cast<int>(Path::kCount); ++p) {
-      const Path path = static_cast<Path>(p);
-      const uint64_t n = PathCount(path);
-      const bool expected = (pairs || !in(needs_pairs, path)) && (amx || !in(needs_amx, path)) &&
-                            (narrowed || !in(needs_narrowing, path)) &&
-                            ((pairs && !amx) || path != Path::kFilterTilesRows) &&
-                            (rows || path != Path::kDepthwiseRowKernel);
-      std::printf("  path %-70s %llu%s\n", PathName(path), (unsigned long long)n,
-                  expected ? "" : " (not in this instruction set's table)");
-      if (n == 0 && expected) ++unreached, std::printf("UNREACHED path: %s\n", PathName(path));
-    }
-    int64_t kernels = 0, reached = 0;
-    ForEachKernel(table, [&](const char* name, int index, int kind, auto fn) {
-      if (fn == nullptr) return;
-      if (!pairs && std::strcmp(name, "pack_halves") == 0) return;
-      if (!pairs && std::strcmp(name, "pack_pairs") == 0) return;  // the filter tiles' alone
-      // On AMX, bfloat16 runs Winograd nowhere: its forward and backprop input take the tiles
-      // of the direct passes, its filter gradient the filter tiles (16 channels a group, as
-      // Winograd needs).
-      if (amx && kind == kElemBF16 && (std::strcmp(name, "winograd.input") == 0 ||
-                                       std::strcmp(name, "winograd.gradient") == 0)) {
-        return;
-      }
-      // On AMX the filter tiles take every bfloat16 filter gradient of 16 output channels a
-      // group or more: the strided pair kernels of column blocks past 16 run nowhere.
-      if (amx && std::strcmp(name, "pairs.strided") == 0 && index > 0) return;
-      ++kernels;
-      if (KernelCalled(fn)) {
-        ++reached;
-      } else {
-        ++unreached;
-        std::printf("UNREACHED kernel: %s[%d] kind %d\n", name, index, kind);
-      }
-    });
-    std::printf("kernels %lld reached of %lld\n", (long long)reached, (long long)kernels);
+    int64_t kernels = 0, kernels_missed = 0;
+    const std::vector<std::string> missed = Unreached(/*print=*/true, &kernels, &kernels_missed);
+    for (const std::string& line : missed) std::printf("UNREACHED %s\n", line.c_str());
+    unreached = static_cast<int64_t>(missed.size());
+    std::printf("kernels %lld reached of %lld\n", (long long)(kernels - kernels_missed), (long long)kernels);
     std::printf("unreached %lld\n", (long long)unreached);
     if (shards > 1) {
       std::printf("coverage of part %lld of %lld\n", (long long)shard, (long long)shards);
