@@ -221,6 +221,8 @@ class MainJobTest(tf.test.TestCase):
         self.assertEqual(proc.returncode, 0, out[-3000:])
         self.assertRegex(proc.stdout, r"\n(\d+) passed, 0 failed\n")
         self.assertNotIn("retracing", out)
+        # TensorFlow's runtime logs each call its built-ins refuse; the self-check drops those.
+        self.assertNotIn("rendezvous", out)
         flags = re.search(r"^compile flags: (.*)$", proc.stdout, re.M).group(1).split()
         for flag, folder in zip(flags, flags[1:]):
             if flag == "-isystem":

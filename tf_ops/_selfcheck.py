@@ -1,7 +1,9 @@
 """The plumbing shared by the self-check command (python -m tf_ops) and the test suite:
 configurations, per-dtype tolerances, and runners for tf_ops, the float64 reference and
 TensorFlow's built-in ops."""
+import contextlib
 import os
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -174,10 +176,27 @@ def run_builtin(kind, cfg, arrays, dtype):
             lambda: raw.DepthwiseConv2dNativeBackpropFilter(input=x, filter_sizes=ws, out_backprop=dy, **a),
     }
     try:
-        return ops[kind]().numpy()
+        with _native_log_dropped():
+            return ops[kind]().numpy()
     except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError, tf.errors.NotFoundError,
             tf.errors.AbortedError):
         return None
+
+
+@contextlib.contextmanager
+def _native_log_dropped():
+    """TensorFlow's C++ runtime writes each call it refuses to the process's stderr ("Local
+    rendezvous is aborting with status: ...", whatever TF_CPP_MIN_LOG_LEVEL says) before it
+    raises the error; here the refusal is the answer, so that line is dropped."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def max_error(actual, expected):
