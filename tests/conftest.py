@@ -57,8 +57,8 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     left_out = getattr(config, "_tf_ops_left_out", set())
     files = sorted({nodeid.split("::")[0].removeprefix("tests/") for nodeid in left_out})
+    tests = f"{len(left_out)} exhaustive tests ({', '.join(files)}); " if left_out else ""
     terminalreporter.write_line(
-        f"tf_ops: fast tier, budgets reduced (tests/tiers.py). Not run: {len(left_out)} exhaustive "
-        f"tests ({', '.join(files)}); the kernel sweep on every instruction set, unsampled; the "
-        "full parity, random-geometry, fuzz, XLA and GPU-sweep budgets. "
-        "pytest -q tests --exhaustive runs them.")
+        f"tf_ops: fast tier, budgets reduced (tests/tiers.py). Not run: {tests}the kernel sweep on "
+        "every instruction set, unsampled; the full parity, random-geometry, fuzz, XLA and "
+        "GPU-sweep budgets. pytest -q tests --exhaustive runs them.")

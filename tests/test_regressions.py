@@ -612,6 +612,23 @@ class MergedColumnsBackpropInputTest(tf.test.TestCase):
         self.assertAllClose(ours, builtin, rtol=0, atol=1e-4)
 
 
+class LargestStrideTest(tf.test.TestCase):
+    """A column stride of 2**63 - 1 (found by fuzzing, under UndefinedBehaviorSanitizer): the
+    fast kernels' floor division of a tap's first column overflowed (-a + b - 1). Every pixel
+    still has its one output column."""
+
+    def test_backprop_input_with_the_largest_stride(self):
+        rng = np.random.default_rng(448)
+        w = rng.uniform(-1, 1, (2, 3, 1, 3))
+        dy = rng.uniform(-1, 1, (3, 3, 3, 1))
+        strides = [1, 1, 1, 2**63 - 1]
+        for sizes in ([3, 1, 3, 2], [3, 2]):
+            dx = tf_ops.conv2d_backprop_input(sizes, tf.constant(w, tf.float32), tf.constant(dy, tf.float32),
+                                              strides=strides, padding="SAME", data_format="NCHW")
+            want = reference.conv2d_backprop_input([3, 1, 3, 2], w, dy, strides, "SAME", data_format="NCHW")
+            self.assertAllClose(dx, want, rtol=1e-5, atol=1e-6)
+
+
 class ExactModeBfloat16Test(tf.test.TestCase):
     """bfloat16 in exact mode on a processor without AVX-512 (an AMD EPYC with AVX2 only) ran
     AVX-512 code and died of SIGILL: the check for AMX tiles built the AMX kernels' table, whose

@@ -40,9 +40,10 @@ constexpr int KindOf() {
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Floor and ceiling of a / b for b > 0 and any sign of a.
-inline int64_t FloorDivSigned(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-inline int64_t CeilDivSigned(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+// Floor and ceiling of a / b for b > 0 and any sign of a, for every such pair (no sum that could
+// overflow: a stride may be as large as int64_t holds).
+inline int64_t FloorDivSigned(int64_t a, int64_t b) { return a / b - (a % b < 0 ? 1 : 0); }
+inline int64_t CeilDivSigned(int64_t a, int64_t b) { return a / b + (a % b > 0 ? 1 : 0); }
 
 // The columns [lo, hi) of output index o's row that read an input index in [0, in_size)
 // through tap t: o * stride - pad + t * dilation in range.
