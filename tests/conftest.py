@@ -26,7 +26,15 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "exhaustive: runs only in the exhaustive tier (--exhaustive)")
 
 
+# The longest test files, longest first: pytest-xdist hands files to its workers in the order
+# collected, and one started last would run on alone.
+LONGEST_FIRST = ["test_kernel_sweep.py", "test_cuda_kernels.py", "test_tf_upstream.py",
+                 "test_fast_kernels.py", "test_cpp_api.py", "test_distribute.py"]
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as collected
     # tf.test.TestCase defines test_session(), a deprecated context manager that is not a
     # test; pytest would collect it and report it as skipped.
     deselected = [item for item in items if item.name == "test_session"]
