@@ -1,5 +1,7 @@
 import os
 import pathlib
+import shutil
+import tempfile
 
 import pytest
 
@@ -23,6 +25,11 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     if config.getoption("--exhaustive"):
         os.environ["TF_OPS_EXHAUSTIVE"] = "1"
+    # One folder of compiled test objects for the whole run, its pytest-xdist workers included
+    # (tests/core_build.py): made by the process that starts the run, inherited by the workers.
+    if not hasattr(config, "workerinput") and "TF_OPS_TEST_OBJECTS" not in os.environ:
+        config._tf_ops_objects = tempfile.mkdtemp(prefix="tf_ops_objects_")
+        os.environ["TF_OPS_TEST_OBJECTS"] = config._tf_ops_objects
     config.addinivalue_line("markers", "exhaustive: runs only in the exhaustive tier (--exhaustive)")
 
 
@@ -51,6 +58,13 @@ def pytest_collection_modifyitems(config, items):
         config._tf_ops_left_out = {item.nodeid for item in left_out}
         if hasattr(config, "workeroutput"):
             config.workeroutput["tf_ops_left_out"] = sorted(config._tf_ops_left_out)
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_tf_ops_objects", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop("TF_OPS_TEST_OBJECTS", None)
 
 
 @pytest.hookimpl(optionalhook=True)

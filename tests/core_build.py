@@ -1,10 +1,14 @@
 """Building TF-free test programs from the core (cc/core) with the flags the installed library
 was built with: each instruction-set file with its own flags, the checkout's headers first,
 warnings as errors. Under TF_OPS_SANITIZE=1 (.ci/sanitize), or when asked, with
-AddressSanitizer and UndefinedBehaviorSanitizer. Objects are compiled once per process and
-reused by every program built with the same flags (the micro-kernels take the longest)."""
+AddressSanitizer and UndefinedBehaviorSanitizer. Objects are compiled once per test run and
+reused by every program built with the same flags (the micro-kernels take the longest): once
+per process, and across the processes of one pytest run (its workers) through the folder
+named by TF_OPS_TEST_OBJECTS, which tests/conftest.py makes for the run."""
 import atexit
 import concurrent.futures
+import fcntl
+import hashlib
 import os
 import pathlib
 import shutil
@@ -26,8 +30,10 @@ SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 # Sources do not change while the tests run.
 _objects = {}
 _objects_lock = threading.Lock()
-_objects_dir = tempfile.mkdtemp(prefix="tf_ops_objects_")
-atexit.register(shutil.rmtree, _objects_dir, True)
+_objects_dir = os.environ.get("TF_OPS_TEST_OBJECTS")
+if not _objects_dir:
+    _objects_dir = tempfile.mkdtemp(prefix="tf_ops_objects_")
+    atexit.register(shutil.rmtree, _objects_dir, True)
 
 
 def _compile(command, src):
@@ -39,10 +45,19 @@ def _compile(command, src):
         owner = future is None
         if owner:
             future = _objects[key] = concurrent.futures.Future()
-            obj = os.path.join(_objects_dir, f"{len(_objects)}_{os.path.basename(src)}.o")
     if owner:
-        proc = subprocess.run([*command, "-o", obj], capture_output=True, text=True)
-        if proc.returncode != 0:
+        name = hashlib.sha256("\0".join(command).encode()).hexdigest()[:20]
+        obj = os.path.join(_objects_dir, f"{name}_{os.path.basename(src)}.o")
+        # Another process of the run may be compiling the same object: the first to lock it
+        # compiles it, the others wait and take it.
+        with open(obj + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            proc = None
+            if not os.path.exists(obj):
+                proc = subprocess.run([*command, "-o", obj + ".part"], capture_output=True, text=True)
+                if proc.returncode == 0:
+                    os.replace(obj + ".part", obj)
+        if proc is not None and proc.returncode != 0:
             with _objects_lock:
                 del _objects[key]
             future.set_exception(AssertionError(f"compiling {src} failed:\n{proc.stderr[-4000:]}"))
