@@ -1,4 +1,4 @@
-"""Each CPU algorithm within the error bound the README states, on large-channel layers; exact
+"""Each CPU algorithm within the bound of docs/accuracy.md, on large-channel layers; exact
 mode is the direct sum.
 
 Bounds, for an output element with n products (9 x channels for a 3x3 filter), u = 2**-24
@@ -16,7 +16,7 @@ Bounds, for an output element with n products (9 x channels for a 3x3 filter), u
   of the tile's 6x6 patch in the element's input channel times the absolute output gradient of
   the tile in its output channel.
 The test prints the measured worst error / bound and max error / max |exact| per algorithm
-and dtype (the README's accuracy table)."""
+and dtype (docs/accuracy.md's table)."""
 import os
 import subprocess
 import sys

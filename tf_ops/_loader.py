@@ -98,7 +98,7 @@ def set_exact_mode(enabled):
     it replaces. In exact mode every output element is the direct sum of its products (in
     float32 for half and bfloat16), as the direct loops form it; off, 3x3 stride-1
     convolutions with at least 16 channels per group on each side use Winograd F(4x4, 3x3) in
-    all three directions (a quarter of the multiplies), within the error bound the README
+    all three directions (a quarter of the multiplies), within the error bound docs/accuracy.md
     states. Off by default; the environment variable TF_OPS_EXACT=1 turns it on from the
     start. Calls already running keep the mode they started with; the GPU kernels and XLA's
     lowerings are not affected (the GPU kernels always sum directly)."""

@@ -1181,7 +1181,7 @@ class Runner {
       if (!(ratio <= worst)) worst = std::isnan(ratio) ? 1e300 : ratio, at = i;
       if (winograd && tile[i] > 0) {
         // The measured factor: error beyond the direct bound's rounding of the output, in
-        // units of 2 (n + 16) u P (the README's accuracy table).
+        // units of 2 (n + 16) u P (docs/accuracy.md's table).
         const double beyond = std::max(0.0, err - unit * std::fabs(ref[i]) - TypeInfo<T>::floor);
         worst_scaled = std::max(worst_scaled, beyond / (winograd_gamma * tile[i]));
       }

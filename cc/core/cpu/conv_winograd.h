@@ -19,7 +19,7 @@
 // The 36 element-wise products summed over c are 36 GEMMs (tiles x channels times channels x
 // output channels) on the gemm micro-kernels; 36 multiplies per 16 outputs and channel pair,
 // against 144 for the direct sum. The transforms run on the micro-kernel table's winograd
-// routines. Its rounding errors are larger than the direct sum's (the README's accuracy
+// routines. Its rounding errors are larger than the direct sum's (docs/accuracy.md's
 // table states the bound); exact mode (SetExactMode) turns it off.
 //
 // Work units are blocks of tiles (taken across images) of one group, or of half its columns;
