@@ -5,8 +5,9 @@ against float64 with a bound relative to the sum of absolute products; and the c
 that every path and every micro-kernel of the instruction set's table was reached.
 
 The driver links only the TF-free core (cc/core), compiled with the flags the installed
-library was built with. The exhaustive tier runs every geometry once per instruction set this
-processor has (capped by TF_OPS_CPU_ISA), each in one part per processor (--shard). The fast
+library was built with. The exhaustive tier runs every geometry on every instruction set this
+processor has (capped by TF_OPS_CPU_ISA), in one process per processor, each a part of the
+geometries (--shard) on all of them (--isas: a case's float64 results computed once). The fast
 tier, and .ci/sanitize (under TF_OPS_SANITIZE=1, the driver built with AddressSanitizer and
 UndefinedBehaviorSanitizer), run the best instruction set on a sample of about one geometry in
 SAMPLE, filled (--fill) with the cheapest geometries left out that reach a path or
@@ -44,34 +45,34 @@ class KernelSweepTest(tf.test.TestCase):
         super().tearDownClass()
 
     def test_every_space_on_every_instruction_set(self):
-        # The exhaustive tier runs each instruction set in one part per processor (--shard),
-        # so that the parts keep every processor busy to the end; a path or micro-kernel must
-        # be reached by some part of its instruction set.
+        # The exhaustive tier runs one part of the geometries per processor (--shard), each
+        # on every instruction set (--isas), so that the parts keep every processor busy to
+        # the end; a path or micro-kernel must be reached by some part of its instruction set.
         isas = core_build.available_isas()
         cpus = os.cpu_count() or 1
-        args, least, parts = (), 100000, cpus
+        args, least, parts = ("--isas", ",".join(isas)), 100000, cpus
         if core_build.SANITIZE or not EXHAUSTIVE:
             isas = isas[-1:]
             args, least, parts = ("--sample", str(SAMPLE), "--fill"), 100000 // (2 * SAMPLE), 1
-        jobs = [(isa, part) for isa in isas for part in range(parts)]
 
-        def run(job):
-            isa, part = job
+        def run(part):
             shard = ("--shard", f"{part}/{parts}") if parts > 1 else ()
-            return run_driver(self.driver, isa, *args, *shard)
+            return run_driver(self.driver, isas[-1], *args, *shard)
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=cpus) as pool:
-            results = dict(zip(jobs, pool.map(run, jobs)))
-        for isa in isas:
+            results = list(pool.map(run, range(parts)))
+        for part, (code, out) in enumerate(results):
+            failures = [line for line in out.splitlines() if line.startswith("FAIL")]
+            self.assertEqual(failures, [], f"part {part}:\n" + "\n".join(failures[:40]))
+            self.assertEqual(code, 0, f"part {part}:\n{out[-3000:]}")
+            # One block of results per instruction set, in the order asked for.
+            self.assertEqual(re.findall(r"(?m)^isa (\S+)$", out), isas, out[-3000:])
+        for index, isa in enumerate(isas):
             cases, unreached = 0, None
             for part in range(parts):
-                code, out = results[(isa, part)]
-                self.assertIn(f"isa {isa}\n", out, out[-3000:])
-                failures = [line for line in out.splitlines() if line.startswith("FAIL")]
-                self.assertEqual(failures, [], f"{isa}:\n" + "\n".join(failures[:40]))
-                self.assertEqual(code, 0, f"{isa}:\n{out[-3000:]}")
+                out = "isa " + re.split(r"(?m)^isa ", results[part][1])[index + 1]
                 cases += int(re.search(r"^cases (\d+) runs (\d+) failures 0$", out, re.M).group(1))
-                if args:
+                if "--fill" in args:
                     self.assertRegex(out, r"(?m)^filled \d+$")
                 if parts > 1:
                     self.assertIn(f"coverage of part {part} of {parts}\n", out)
@@ -101,7 +102,22 @@ class KernelSweepTest(tf.test.TestCase):
         code, out = run_driver(self.driver, core_build.available_isas()[-1], "--space", "columns",
                                "--plant-fault")
         self.assertEqual(code, 1, out[-2000:])
-        self.assertRegex(out, r"FAIL backprop input float32 \[columns merged\] NHWC x\[")
+        self.assertRegex(out, r"FAIL \w+: backprop input float32 \[columns merged\] NHWC x\[")
+
+    def test_instruction_sets_of_one_run_are_reported_apart(self):
+        # With --isas, each instruction set's checks and coverage are its own: the same
+        # planted fault fails on each, named, and each block counts its own cases.
+        isas = core_build.available_isas()[-2:]
+        code, out = run_driver(self.driver, isas[-1], "--space", "columns", "--plant-fault",
+                               "--isas", ",".join(isas))
+        self.assertEqual(code, 1, out[-2000:])
+        self.assertEqual(re.findall(r"(?m)^isa (\S+)$", out), isas)
+        cases = re.findall(r"(?m)^cases (\d+) runs \d+ failures (\d+)$", out)
+        self.assertEqual(len(cases), len(isas))
+        for isa, (n, failed) in zip(isas, cases):
+            self.assertGreater(int(n), 0)
+            self.assertGreater(int(failed), 0, isa)
+            self.assertRegex(out, rf"(?m)^FAIL {isa}: backprop input float32 ")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@
 // At the end, every path of coverage.h and every micro-kernel of the active instruction
 // set's table must have been reached, or the sweep fails.
 //
-// Usage: sweep_driver [--space NAME] [--shard I/N] [--sample N] [--no-coverage] [--list] [--plant-fault]
+// Usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage]
+//                     [--list] [--plant-fault]
 // --sample N runs about one geometry in N of each part of each space (and at least the
 // first of each part) and still requires every path and micro-kernel to be reached: a
 // shorter run for slow builds (the sanitized one).
@@ -26,7 +27,9 @@
 // them: a caller running the N parts side by side fails on what none of them reached.
 // --plant-fault hands the fast kernels a filter with its last value zeroed (the reference
 // keeps it): a test that the checks report a kernel that drops a filter tap.
-// The instruction set is the processor's best, capped by TF_OPS_CPU_ISA.
+// The instruction set is the processor's best, capped by TF_OPS_CPU_ISA; --isas A,B,... runs
+// each case on every one of those caps in turn (one block of results each, in that order),
+// computing its float64 results once.
 // Exit status 0 when every check held; 1 otherwise, with the failures listed.
 #include <algorithm>
 #include <cmath>
@@ -36,6 +39,8 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <map>
+#include <memory>
 #include <new>
 #include <random>
 #include <string>
@@ -1018,6 +1023,9 @@ class Runner {
  public:
   explicit Runner(Stats* stats) : stats_(stats) {}
 
+  // Where the next runs count, and the instruction set their failures name.
+  void UseStats(Stats* stats, const char* isa) { stats_ = stats, isa_ = isa; }
+
   // Whether s is a convolution (not one with an output of no pixels: nothing fast to check),
   // and its geometry.
   static bool Geometry(const Spec& s, ConvGeometry* g) {
@@ -1032,6 +1040,11 @@ class Runner {
     ConvGeometry g;
     if (!Geometry(s, &g)) return;
     ++stats_->cases;
+    // The float64 results depend on the case alone: kept while the same case runs again (on
+    // another instruction set, or in exact mode).
+    const std::string key = Describe(s, g) + " directions " + std::to_string(s.directions) +
+                            " number " + std::to_string(number);
+    if (key != cached_case_) cached_case_ = key, cached_.clear();
     std::mt19937_64 rng(0x5eed + number);
     std::uniform_real_distribution<double> uniform(-1.0, 1.0);
     const auto fill = [&](int64_t n) {
@@ -1131,8 +1144,9 @@ class Runner {
   }
 
   static uint64_t WinogradCount() {
-    return PathCount(Path::kForwardWinograd) + PathCount(Path::kInputWinograd) +
-           PathCount(Path::kFilterWinograd);
+    const coverage::Record& r = *coverage::current.load();
+    return PathCount(r, Path::kForwardWinograd) + PathCount(r, Path::kInputWinograd) +
+           PathCount(r, Path::kFilterWinograd);
   }
 
   template <typename T, typename Scale, typename Op>
@@ -1155,9 +1169,14 @@ class Runner {
     if (std::memcmp(fast.data(), split.data(), size * sizeof(T)) != 0) {
       return Fail(s, g, direction, TypeInfo<T>::name, "results differ bitwise between work splits");
     }
-    std::vector<double> ref(size), abs_ref(size);
-    op(ref.data(), serial);
-    op(abs_ref.data(), ParallelFor());
+    Reference& cached = cached_[std::string(TypeInfo<T>::name) + " " + direction];
+    if (cached.ref.empty()) {
+      cached.ref.resize(size), cached.abs_ref.resize(size);
+      op(cached.ref.data(), serial);
+      op(cached.abs_ref.data(), ParallelFor());
+    }
+    const std::vector<double>& ref = cached.ref;
+    const std::vector<double>& abs_ref = cached.abs_ref;
     // The direct bound: the float sum of n products within 2 n u sum|p| of the exact value
     // (Winograd adds 2 (n + 16) u P, WinogradScale: the transforms' own roundings), then
     // rounded once to the output type: that error times (1 + u_out), plus u_out |exact|
@@ -1165,7 +1184,8 @@ class Runner {
     const double direct_gamma = 2.0 * static_cast<double>(products) * 0x1p-24;
     const double winograd_gamma = 2.0 * static_cast<double>(products + 16) * 0x1p-24;
     const double unit = TypeInfo<T>::unit;
-    const std::vector<double> tile = winograd ? scale() : std::vector<double>();
+    if (winograd && cached.winograd_scale.empty()) cached.winograd_scale = scale();
+    const std::vector<double>& tile = cached.winograd_scale;
     const auto bound_at = [&](int64_t i) {
       const double sum_error = direct_gamma * abs_ref[i] + (winograd ? winograd_gamma * tile[i] : 0.0);
       return sum_error * (1 + unit) + unit * std::fabs(ref[i]) + TypeInfo<T>::floor;
@@ -1204,11 +1224,20 @@ class Runner {
   void Fail(const Spec& s, const ConvGeometry& g, const char* direction, const char* type,
             const std::string& what) {
     if (++stats_->failures <= 25) {
-      std::printf("FAIL %s %s %s: %s\n", direction, type, Describe(s, g).c_str(), what.c_str());
+      std::printf("FAIL %s: %s %s %s: %s\n", isa_, direction, type, Describe(s, g).c_str(), what.c_str());
     }
   }
 
+  // One direction's float64 results in one element type: the exact sums, the sums of
+  // absolute products, and Winograd's scale where a run took Winograd.
+  struct Reference {
+    std::vector<double> ref, abs_ref, winograd_scale;
+  };
+
   Stats* stats_;
+  const char* isa_ = FastKernelIsa();
+  std::string cached_case_;
+  std::map<std::string, Reference> cached_;
 };
 
 // splitmix64's finaliser: a fixed scramble of the bits of x.
@@ -1222,7 +1251,8 @@ uint64_t Mix(uint64_t x) {
 // What the run has not reached of the paths and kernels this instruction set's table has, a
 // line each ("path: NAME", "kernel: NAME[I] kind K"); the kernels listed and missed. With
 // `print`, every path's count.
-std::vector<std::string> Unreached(bool print, int64_t* kernels_listed, int64_t* kernels_missed) {
+std::vector<std::string> Unreached(const coverage::Record& record, bool print, int64_t* kernels_listed,
+                                   int64_t* kernels_missed) {
   std::vector<std::string> missed;
   *kernels_missed = 0;
   // What this instruction set's table lacks, no geometry can reach: the bfloat16 pair
@@ -1251,7 +1281,7 @@ std::vector<std::string> Unreached(bool print, int64_t* kernels_listed, int64_t*
   };
   for (int p = 0; p < static_cast<int>(Path::kCount); ++p) {
     const Path path = static_cast<Path>(p);
-    const uint64_t n = PathCount(path);
+    const uint64_t n = PathCount(record, path);
     const bool expected = (pairs || !in(needs_pairs, path)) && (amx || !in(needs_amx, path)) &&
                           (narrowed || !in(needs_narrowing, path)) &&
                           ((pairs && !amx) || path != Path::kFilterTilesRows) &&
@@ -1278,7 +1308,7 @@ std::vector<std::string> Unreached(bool print, int64_t* kernels_listed, int64_t*
     // group or more: the strided pair kernels of column blocks past 16 run nowhere.
     if (amx && std::strcmp(name, "pairs.strided") == 0 && index > 0) return;
     ++kernels;
-    if (!KernelCalled(fn)) {
+    if (!KernelCalled(record, fn)) {
       missed.push_back("kernel: " + std::string(name) + "[" + std::to_string(index) + "] kind " +
                        std::to_string(kind));
       ++*kernels_missed;
@@ -1288,14 +1318,45 @@ std::vector<std::string> Unreached(bool print, int64_t* kernels_listed, int64_t*
   return missed;
 }
 
+// One instruction set's run: its list of geometries (the spaces read its table), what its
+// checks found and what its fast kernels reached.
+struct IsaRun {
+  std::string cap;  // a value of TF_OPS_CPU_ISA; empty: Kernels() as the environment sets it
+  const char* isa = nullptr;
+  std::vector<Spec> specs, left_out;
+  std::vector<int64_t> number;  // case numbers, as the whole list runs
+  Stats stats;
+  std::unique_ptr<coverage::Record> record = std::make_unique<coverage::Record>();
+};
+
+// Makes `run`'s table the fast kernels' and its record theirs to record into.
+void Activate(IsaRun& run, Runner& runner) {
+  if (!run.cap.empty()) UseKernelsForTesting(run.cap);
+  run.isa = FastKernelIsa();
+  RecordCoverageInto(run.record.get());
+  runner.UseStats(&run.stats, run.isa);
+}
+
 int Main(int argc, char** argv) {
   std::string only;
   int64_t shard = 0, shards = 1, sample = 1;
   bool coverage = true, list = false, fill = false;
+  std::vector<IsaRun> runs;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--space" && i + 1 < argc) {
       only = argv[++i];
+    } else if (arg == "--isas" && i + 1 < argc) {
+      const std::string caps = argv[++i];
+      for (size_t at = 0; at <= caps.size();) {
+        const size_t end = std::min(caps.find(',', at), caps.size());
+        runs.emplace_back().cap = caps.substr(at, end - at);
+        if (runs.back().cap.empty()) {
+          std::fprintf(stderr, "--isas takes values of TF_OPS_CPU_ISA, separated by commas\n");
+          return 2;
+        }
+        at = end + 1;
+      }
     } else if (arg == "--shard" && i + 1 < argc) {
       long long a = 0, b = 1;
       if (std::sscanf(argv[++i], "%lld/%lld", &a, &b) != 2 || b < 1 || a < 0 || a >= b) {
@@ -1318,103 +1379,124 @@ int Main(int argc, char** argv) {
     } else if (arg == "--plant-fault") {
       plant_fault = true;
     } else {
-      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--shard I/N] [--sample N [--fill]] [--no-coverage] [--list] [--plant-fault]\n");
+      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage] [--list] [--plant-fault]\n");
       return 2;
     }
   }
+  if (runs.empty()) runs.emplace_back();
   if (!only.empty()) coverage = false;  // one space cannot reach everything
-  if (fill && (shards > 1 || !coverage)) {
-    std::fprintf(stderr, "--fill fills the coverage of a whole run: not with --shard, --space or --no-coverage\n");
+  if (fill && (shards > 1 || !coverage || runs.size() > 1)) {
+    std::fprintf(stderr, "--fill fills the coverage of a whole run of one instruction set: not with --shard, --space, --no-coverage or several --isas\n");
     return 2;
-  }
-  std::vector<Spec> specs, left_out;
-  for (const auto& [name, space] : kSpaces) {
-    // A fixed pseudo-random choice: a plain stride could fall in step with an inner loop of
-    // the space's enumeration and never see some of its values. The first geometry of each
-    // part is kept, so that parts of a single geometry (those that reach one path) run.
-    uint64_t index = 0;
-    const char* part = nullptr;
-    if (only.empty() || only == name) {
-      space([&](Spec s) {
-        const bool first = part == nullptr || std::strcmp(part, s.space) != 0;
-        part = s.space;
-        (first || Mix(index++) % static_cast<uint64_t>(sample) == 0 ? specs : left_out).push_back(s);
-      });
-    }
   }
   if (list) {
     for (const auto& [name, space] : kSpaces) std::printf("%s\n", name);
     return 0;
   }
-  if (specs.empty()) {
-    std::fprintf(stderr, "no space named %s\n", only.c_str());
-    return 2;
+  Stats unused;
+  Runner runner(&unused);
+  for (IsaRun& run : runs) {
+    Activate(run, runner);
+    for (const auto& [name, space] : kSpaces) {
+      // A fixed pseudo-random choice: a plain stride could fall in step with an inner loop of
+      // the space's enumeration and never see some of its values. The first geometry of each
+      // part is kept, so that parts of a single geometry (those that reach one path) run.
+      uint64_t index = 0;
+      const char* part = nullptr;
+      if (only.empty() || only == name) {
+        space([&](Spec s) {
+          const bool first = part == nullptr || std::strcmp(part, s.space) != 0;
+          part = s.space;
+          (first || Mix(index++) % static_cast<uint64_t>(sample) == 0 ? run.specs : run.left_out).push_back(s);
+        });
+      }
+    }
+    if (run.specs.empty()) {
+      std::fprintf(stderr, "no space named %s\n", only.c_str());
+      return 2;
+    }
+    run.number.assign(run.specs.size(), 0);
+    for (size_t i = 0, n = 0; i < run.specs.size(); ++i) {
+      ConvGeometry g;
+      if (Runner::Geometry(run.specs[i], &g)) run.number[i] = static_cast<int64_t>(++n);
+    }
   }
-  ResetCoverage();
-  SetCoverageRecording(true);
-  Stats stats;
-  Runner runner(&stats);
-  std::vector<int64_t> number(specs.size(), 0);  // case numbers, as the whole list runs
-  for (size_t i = 0, n = 0; i < specs.size(); ++i) {
-    ConvGeometry g;
-    if (Runner::Geometry(specs[i], &g)) number[i] = static_cast<int64_t>(++n);
+  // Case by case, each on every instruction set in turn: the lists differ only where a space
+  // reads the table, and a case that is the same on the next instruction set reuses its float64
+  // results.
+  size_t longest = 0;
+  for (const IsaRun& run : runs) longest = std::max(longest, run.specs.size());
+  for (size_t i = shard; i < longest; i += shards) {
+    for (IsaRun& run : runs) {
+      if (i >= run.specs.size()) continue;
+      Activate(run, runner);
+      runner.Run(run.specs[i], run.number[i]);
+    }
   }
-  for (size_t i = shard; i < specs.size(); i += shards) runner.Run(specs[i], number[i]);
   // A sample's coverage filled: while a path or kernel is unreached, the geometries left out are
   // probed, cheapest first (the fast kernels run once, unchecked), and each that reaches one
   // runs whole, checked like the sample's.
   int64_t filled = 0;
   if (fill) {
+    IsaRun& run = runs.front();
     std::vector<std::pair<int64_t, size_t>> order;  // (products of a forward pass, index)
-    for (size_t i = 0; i < left_out.size(); ++i) {
+    for (size_t i = 0; i < run.left_out.size(); ++i) {
       ConvGeometry g;
-      if (!Runner::Geometry(left_out[i], &g)) continue;
+      if (!Runner::Geometry(run.left_out[i], &g)) continue;
       order.emplace_back(g.output_elements() * g.filter_rows * g.filter_cols * g.filter_in_depth, i);
     }
     std::stable_sort(order.begin(), order.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    int64_t kernels = 0, kernels_missed = 0, n = static_cast<int64_t>(specs.size());
+    int64_t kernels = 0, kernels_missed = 0, n = static_cast<int64_t>(run.specs.size());
     for (const auto& [cost, i] : order) {
-      const size_t missed = Unreached(false, &kernels, &kernels_missed).size();
+      const size_t missed = Unreached(*run.record, false, &kernels, &kernels_missed).size();
       if (missed == 0) break;
-      const Stats kept = stats;
+      const Stats kept = run.stats;
       probe = true;
-      runner.Run(left_out[i], ++n);
+      runner.Run(run.left_out[i], ++n);
       probe = false;
-      stats = kept;
-      if (Unreached(false, &kernels, &kernels_missed).size() < missed) {
-        runner.Run(left_out[i], n);
+      run.stats = kept;
+      if (Unreached(*run.record, false, &kernels, &kernels_missed).size() < missed) {
+        runner.Run(run.left_out[i], n);
         ++filled;
       }
     }
   }
-  SetCoverageRecording(false);
+  RecordCoverageInto(nullptr);
 
-  std::printf("isa %s\n", FastKernelIsa());
-  std::printf("cases %lld runs %lld failures %lld\n", (long long)stats.cases, (long long)stats.runs,
-              (long long)stats.failures);
-  if (fill) std::printf("filled %lld\n", (long long)filled);
-  std::printf("worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n", stats.worst[0],
-              stats.worst[1], stats.worst[2]);
-  std::printf("winograd runs %lld worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n",
-              (long long)stats.winograd_runs, stats.worst_winograd[0], stats.worst_winograd[1],
-              stats.worst_winograd[2]);
-  std::printf("winograd worst error/(2 (n + 16) u P) float32 %.3g float16 %.3g bfloat16 %.3g\n",
-              stats.winograd_factor[0], stats.winograd_factor[1], stats.winograd_factor[2]);
-  int64_t unreached = 0;
-  if (coverage) {
-    int64_t kernels = 0, kernels_missed = 0;
-    const std::vector<std::string> missed = Unreached(/*print=*/true, &kernels, &kernels_missed);
-    for (const std::string& line : missed) std::printf("UNREACHED %s\n", line.c_str());
-    unreached = static_cast<int64_t>(missed.size());
-    std::printf("kernels %lld reached of %lld\n", (long long)(kernels - kernels_missed), (long long)kernels);
-    std::printf("unreached %lld\n", (long long)unreached);
-    if (shards > 1) {
-      std::printf("coverage of part %lld of %lld\n", (long long)shard, (long long)shards);
+  // A block per instruction set, each starting with its "isa" line.
+  bool passed = true;
+  for (IsaRun& run : runs) {
+    Activate(run, runner);
+    RecordCoverageInto(nullptr);
+    const Stats& stats = run.stats;
+    std::printf("isa %s\n", run.isa);
+    std::printf("cases %lld runs %lld failures %lld\n", (long long)stats.cases, (long long)stats.runs,
+                (long long)stats.failures);
+    if (fill) std::printf("filled %lld\n", (long long)filled);
+    std::printf("worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n", stats.worst[0],
+                stats.worst[1], stats.worst[2]);
+    std::printf("winograd runs %lld worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n",
+                (long long)stats.winograd_runs, stats.worst_winograd[0], stats.worst_winograd[1],
+                stats.worst_winograd[2]);
+    std::printf("winograd worst error/(2 (n + 16) u P) float32 %.3g float16 %.3g bfloat16 %.3g\n",
+                stats.winograd_factor[0], stats.winograd_factor[1], stats.winograd_factor[2]);
+    int64_t unreached = 0;
+    if (coverage) {
+      int64_t kernels = 0, kernels_missed = 0;
+      const std::vector<std::string> missed = Unreached(*run.record, /*print=*/true, &kernels, &kernels_missed);
+      for (const std::string& line : missed) std::printf("UNREACHED %s\n", line.c_str());
+      unreached = static_cast<int64_t>(missed.size());
+      std::printf("kernels %lld reached of %lld\n", (long long)(kernels - kernels_missed), (long long)kernels);
+      std::printf("unreached %lld\n", (long long)unreached);
+      if (shards > 1) {
+        std::printf("coverage of part %lld of %lld\n", (long long)shard, (long long)shards);
+      }
     }
+    // A part's unreached paths and kernels are the caller's to unite.
+    passed = passed && stats.failures == 0 && (unreached == 0 || shards > 1);
   }
-  // A part's unreached paths and kernels are the caller's to unite.
-  return stats.failures == 0 && (unreached == 0 || shards > 1) ? 0 : 1;
+  return passed ? 0 : 1;
 }
 
 }  // namespace

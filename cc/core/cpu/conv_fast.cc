@@ -57,51 +57,73 @@ bool AmxUsable() {
 #endif
 }
 
+// The table for the best instruction set the processor supports, at most `cap` (a value of
+// TF_OPS_CPU_ISA; empty: no cap).
+KernelTable BuildKernels(const std::string& cap) {
+  const bool allow_amx = cap.empty() || cap == "amx_bf16";
+  const bool allow_bf16 = allow_amx || cap == "avx512_bf16";
+  const bool allow_avx512 = allow_bf16 || cap == "avx512";
+  const bool allow_avx2 = allow_avx512 || cap == "avx2";
+  KernelTable t = *GenericKernels();
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (allow_avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    t = *Avx512Kernels();
+    if (allow_bf16 && __builtin_cpu_supports("avx512bf16")) {
+      t.isa = "avx512_bf16";
+      t.gemm_bf16_pairs = Avx512Bf16GemmKernels();
+      if (allow_amx && AmxUsable()) {
+        t.isa = "amx_bf16";
+        t.gemm_bf16_pairs = AmxBf16GemmKernels();
+        // bfloat16 forward and backprop input skip Winograd here (WinogradApplies), the only
+        // user of its bfloat16 filter transform: the direct AMX sums are about twice as fast
+        // as Winograd's float GEMMs on VGG's 3x3 layer of 64 channels.
+        t.winograd.filter[kElemBF16] = nullptr;
+      }
+      // bfloat16 GEMMs run on the pair kernels, rounding included.
+      for (GemmKernel& k : t.gemm) {
+        k.indirect[kElemBF16] = nullptr;
+        k.affine[kElemBF16] = nullptr;
+        k.affine_narrow[kElemBF16] = nullptr;
+      }
+    }
+  } else if (allow_avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c")) {
+    t = *Avx2Kernels();
+  }
+#else
+  (void)allow_avx2;
+#endif
+  return t;
+}
+
+// The table UseKernelsForTesting chose, if it was called.
+std::atomic<const KernelTable*> chosen_kernels{nullptr};
+
 }  // namespace
 
 const KernelTable& Kernels() {
+  if (const KernelTable* chosen = chosen_kernels.load(std::memory_order_acquire)) return *chosen;
   static const KernelTable table = [] {
     const char* env = std::getenv("TF_OPS_CPU_ISA");
-    const std::string cap = env != nullptr ? env : "";
-    const bool allow_amx = cap.empty() || cap == "amx_bf16";
-    const bool allow_bf16 = allow_amx || cap == "avx512_bf16";
-    const bool allow_avx512 = allow_bf16 || cap == "avx512";
-    const bool allow_avx2 = allow_avx512 || cap == "avx2";
-    KernelTable t = *GenericKernels();
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (allow_avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-      t = *Avx512Kernels();
-      if (allow_bf16 && __builtin_cpu_supports("avx512bf16")) {
-        t.isa = "avx512_bf16";
-        t.gemm_bf16_pairs = Avx512Bf16GemmKernels();
-        if (allow_amx && AmxUsable()) {
-          t.isa = "amx_bf16";
-          t.gemm_bf16_pairs = AmxBf16GemmKernels();
-          // bfloat16 forward and backprop input skip Winograd here (WinogradApplies), the only
-          // user of its bfloat16 filter transform: the direct AMX sums are about twice as fast
-          // as Winograd's float GEMMs on VGG's 3x3 layer of 64 channels.
-          t.winograd.filter[kElemBF16] = nullptr;
-        }
-        // bfloat16 GEMMs run on the pair kernels, rounding included.
-        for (GemmKernel& k : t.gemm) {
-          k.indirect[kElemBF16] = nullptr;
-          k.affine[kElemBF16] = nullptr;
-          k.affine_narrow[kElemBF16] = nullptr;
-        }
-      }
-    } else if (allow_avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c")) {
-      t = *Avx2Kernels();
-    }
-#else
-    (void)allow_avx2;
-#endif
-    return t;
+    return BuildKernels(env != nullptr ? env : "");
   }();
   return table;
+}
+
+const char* UseKernelsForTesting(const std::string& cap) {
+  static std::mutex mutex;
+  static std::vector<std::pair<std::string, std::unique_ptr<const KernelTable>>> tables;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& e) { return e.first == cap; });
+  if (it == tables.end()) {
+    tables.emplace_back(cap, std::make_unique<const KernelTable>(BuildKernels(cap)));
+    it = tables.end() - 1;
+  }
+  chosen_kernels.store(it->second.get(), std::memory_order_release);
+  return it->second->isa;
 }
 
 const char* FastKernelIsa() { return Kernels().isa; }

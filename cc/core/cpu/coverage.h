@@ -132,55 +132,58 @@ inline const char* PathName(Path p) {
 
 namespace coverage {
 
-inline std::atomic<bool> recording{false};
-inline std::atomic<uint64_t> path_counts[static_cast<int>(Path::kCount)];
-// The micro-kernels called, by address: an open-addressed set, lock-free (0 = empty slot).
-constexpr int kKernelSlots = 4096;
-inline std::atomic<uintptr_t> kernels[kKernelSlots];
+// One record of paths taken and micro-kernels called.
+struct Record {
+  std::atomic<uint64_t> path_counts[static_cast<int>(Path::kCount)] = {};
+  // The micro-kernels called, by address: an open-addressed set, lock-free (0 = empty slot).
+  static constexpr int kKernelSlots = 4096;
+  std::atomic<uintptr_t> kernels[kKernelSlots] = {};
+};
 
-inline int Slot(uintptr_t key) { return static_cast<int>((key >> 4) * 2654435761u % kKernelSlots); }
+// Where the fast kernels record; none while null.
+inline std::atomic<Record*> current{nullptr};
 
-inline void InsertKernel(uintptr_t key) {
-  for (int i = Slot(key), probes = 0; probes < kKernelSlots; i = (i + 1) % kKernelSlots, ++probes) {
-    uintptr_t seen = kernels[i].load(std::memory_order_relaxed);
+inline int Slot(uintptr_t key) { return static_cast<int>((key >> 4) * 2654435761u % Record::kKernelSlots); }
+
+inline void InsertKernel(Record* r, uintptr_t key) {
+  for (int i = Slot(key), probes = 0; probes < Record::kKernelSlots; i = (i + 1) % Record::kKernelSlots, ++probes) {
+    uintptr_t seen = r->kernels[i].load(std::memory_order_relaxed);
     if (seen == key) return;
-    if (seen == 0 && kernels[i].compare_exchange_strong(seen, key)) return;
+    if (seen == 0 && r->kernels[i].compare_exchange_strong(seen, key)) return;
     if (seen == key) return;
   }
 }
 
 }  // namespace coverage
 
-// Turns recording on or off; Reset forgets what was recorded.
-inline void SetCoverageRecording(bool on) { coverage::recording.store(on); }
-inline void ResetCoverage() {
-  for (auto& c : coverage::path_counts) c.store(0);
-  for (auto& k : coverage::kernels) k.store(0);
-}
+// Makes `record` the one the fast kernels record into, or turns recording off (nullptr).
+// Switched between calls of the fast kernels, never during one.
+inline void RecordCoverageInto(coverage::Record* record) { coverage::current.store(record); }
 
 // Records that path `p` was taken.
 inline void Note(Path p) {
-  if (coverage::recording.load(std::memory_order_relaxed)) {
-    coverage::path_counts[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
+  if (coverage::Record* r = coverage::current.load(std::memory_order_relaxed)) {
+    r->path_counts[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
   }
 }
 
 // Records that micro-kernel `fn` (a function pointer) was called.
 template <typename Fn>
 inline void NoteKernel(Fn fn) {
-  if (coverage::recording.load(std::memory_order_relaxed) && fn != nullptr) {
-    coverage::InsertKernel(reinterpret_cast<uintptr_t>(fn));
-  }
+  coverage::Record* r = coverage::current.load(std::memory_order_relaxed);
+  if (r != nullptr && fn != nullptr) coverage::InsertKernel(r, reinterpret_cast<uintptr_t>(fn));
 }
 
-inline uint64_t PathCount(Path p) { return coverage::path_counts[static_cast<int>(p)].load(); }
+inline uint64_t PathCount(const coverage::Record& r, Path p) {
+  return r.path_counts[static_cast<int>(p)].load();
+}
 
 template <typename Fn>
-inline bool KernelCalled(Fn fn) {
+inline bool KernelCalled(const coverage::Record& r, Fn fn) {
   const uintptr_t key = reinterpret_cast<uintptr_t>(fn);
-  for (int i = coverage::Slot(key), probes = 0; probes < coverage::kKernelSlots;
-       i = (i + 1) % coverage::kKernelSlots, ++probes) {
-    const uintptr_t seen = coverage::kernels[i].load();
+  for (int i = coverage::Slot(key), probes = 0; probes < coverage::Record::kKernelSlots;
+       i = (i + 1) % coverage::Record::kKernelSlots, ++probes) {
+    const uintptr_t seen = r.kernels[i].load();
     if (seen == key) return true;
     if (seen == 0) return false;
   }

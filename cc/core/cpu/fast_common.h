@@ -68,8 +68,7 @@ void WriteOut(const float* c, int64_t n, T* out) {
     std::copy(c, c + n, out);
   } else {
     if constexpr (KindOf<T>() >= 0) {
-      // Looked up once: this runs once per pixel and column block.
-      static const NarrowFn narrow = Kernels().narrow[KindOf<T>()];
+      const NarrowFn narrow = Kernels().narrow[KindOf<T>()];
       NoteKernel(narrow);
       if (narrow != nullptr) return narrow(c, n, out);
     }

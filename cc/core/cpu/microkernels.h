@@ -13,6 +13,7 @@
 #define TF_OPS_CC_CORE_CPU_MICROKERNELS_H_
 
 #include <cstdint>
+#include <string>
 
 namespace tf_ops {
 namespace cpu {
@@ -318,6 +319,12 @@ const GemmKernel* AmxBf16GemmKernels();
 // environment variable TF_OPS_CPU_ISA ("generic", "avx2", "avx512", "avx512_bf16" or
 // "amx_bf16") when it is set. Read once, on first use.
 const KernelTable& Kernels();
+
+// Makes Kernels() the table for the best instruction set at most `cap` (a value of
+// TF_OPS_CPU_ISA; empty: the processor's best) from now on, and returns its name: for test
+// programs that run every instruction set in one process (tests/cc/sweep_driver.cc), between
+// calls of the fast kernels, never during one.
+const char* UseKernelsForTesting(const std::string& cap);
 
 }  // namespace cpu
 }  // namespace tf_ops
