@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import common
@@ -166,6 +167,7 @@ class LoaderTest(tf.test.TestCase):
             return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
                                   timeout=300).stdout
 
+    @pytest.mark.exhaustive
     def test_version_mismatch_explains_and_gives_the_rebuild_command(self):
         built = tf_ops.build_info()["tf_version"]  # the running TensorFlow may be another patch release
         major, minor = (int(v) for v in built.split(".")[:2])
@@ -177,6 +179,7 @@ class LoaderTest(tf.test.TestCase):
                 self.assertIn(f"TensorFlow {other} is running", out)
                 self.assertIn("pip install --no-build-isolation", out)
 
+    @pytest.mark.exhaustive
     def test_any_patch_release_of_the_minor_loads(self):
         # TensorFlow keeps its ABI within a minor series, as the package's requirement
         # (>=2.21,<2.22 for a build on 2.21.x) already says.

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
 import tensorflow as tf
 
 import tf_ops._selfcheck
@@ -65,6 +66,7 @@ class BenchTest(tf.test.TestCase):
         for b in baselines:
             self.assertTrue(b.startswith("composition:") or b == "unavailable", b)
 
+    @pytest.mark.exhaustive
     def test_onednn_flag_reruns_in_the_other_mode(self):
         # Without --out, into tf_ops_bench/ of the current folder (a run from the checkout's
         # root leaves the committed benchmarks/results alone).

@@ -208,6 +208,7 @@ class CudaKernelsTest(tf.test.TestCase):
                          "run on the CPU.")
         self.assertEqual(lines["good"], "register=1 driver=13010 runtime=13000 devices=2 message=")
 
+    @pytest.mark.exhaustive
     def test_nvcc_builds_the_kernels_warning_clean(self):
         nvcc = find_nvcc()
         if nvcc is None:

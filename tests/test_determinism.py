@@ -7,6 +7,7 @@ import sys
 import tempfile
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import common
@@ -16,6 +17,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 class DeterminismTest(tf.test.TestCase):
 
+    @pytest.mark.exhaustive
     def test_bitwise_identical_across_thread_counts(self):
         outputs = {}
         with tempfile.TemporaryDirectory() as tmp:

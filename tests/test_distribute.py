@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 WORKER = pathlib.Path(__file__).resolve().parent / "distribute_worker.py"
@@ -25,6 +26,7 @@ def _loopback_only():
     return []
 
 
+@pytest.mark.exhaustive
 class DistributeTest(tf.test.TestCase):
 
     def _train(self, tmp, mode, *extra, prefix=()):

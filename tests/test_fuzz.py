@@ -31,7 +31,7 @@ from tiers import budget
 
 HERE = pathlib.Path(__file__).resolve().parent
 WORKER = HERE / "fuzz_worker.py"
-EXAMPLES = budget("TF_OPS_FUZZ_EXAMPLES", fast=40, exhaustive=150)
+EXAMPLES = budget("TF_OPS_FUZZ_EXAMPLES", fast=20, exhaustive=150)
 SEED = int(os.environ.get("TF_OPS_FUZZ_SEED", "20250607"))
 MAX_CRASHES = int(os.environ.get("TF_OPS_FUZZ_MAX_CRASHES", "3"))
 # No restart after a crash once an op has taken this long (a hang costs the per-call limit).

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 import common
@@ -14,6 +15,7 @@ import common
 HERE = pathlib.Path(__file__).resolve().parent
 
 
+@pytest.mark.exhaustive
 class OneDnnModesTest(tf.test.TestCase):
 
     def test_parity_in_the_other_onednn_mode(self):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import common
@@ -103,6 +104,7 @@ def _in_fresh_process(measure):
     return json.loads(out.stdout.split("RESULT ", 1)[1])
 
 
+@pytest.mark.exhaustive
 class LeakTest(tf.test.TestCase):
 
     def test_success_path_keeps_memory_flat(self):

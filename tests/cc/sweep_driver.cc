@@ -18,13 +18,16 @@
 // set's table must have been reached, or the sweep fails.
 //
 // Usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage]
-//                     [--list] [--plant-fault]
+//                     [--no-values] [--list] [--plant-fault]
 // --sample N runs about one geometry in N of each part of each space (and at least the
 // first of each part) and still requires every path and micro-kernel to be reached: a
 // shorter run for slow builds (the sanitized one).
 // --shard I/N runs geometries I, I + N, ... of the list (each on the data it gets in the
 // whole run) and reports the paths and micro-kernels it did not reach without failing on
 // them: a caller running the N parts side by side fails on what none of them reached.
+// --no-values leaves out the float64 results and the bound (two thirds of the work): the fast
+// kernels still run twice, compared bitwise, on every path; for the sanitized build, whose
+// reports are what it is run for, the values being checked by the unsanitized sweep.
 // --plant-fault hands the fast kernels a filter with its last value zeroed (the reference
 // keeps it): a test that the checks report a kernel that drops a filter tap.
 // The instruction set is the processor's best, capped by TF_OPS_CPU_ISA; --isas A,B,... runs
@@ -64,6 +67,8 @@ bool plant_fault = false;
 // Probing (--fill): each check runs the fast kernel once, for the paths and kernels it reaches,
 // and checks nothing.
 bool probe = false;
+// --no-values: the fast kernels run and are compared bitwise with another split, nothing else.
+bool check_values = true;
 
 // An allocator of 64-byte aligned arrays.
 template <typename T>
@@ -1040,6 +1045,15 @@ class Runner {
     ConvGeometry g;
     if (!Geometry(s, &g)) return;
     ++stats_->cases;
+    // Probing reads only which paths and kernels the geometry reaches: any values do.
+    if (probe) {
+      cached_case_.clear(), cached_.clear();
+      const std::vector<double> none;
+      RunType<float>(s, g, none, none, none);
+      RunType<Eigen::half>(s, g, none, none, none);
+      RunType<Eigen::bfloat16>(s, g, none, none, none);
+      return;
+    }
     // The float64 results depend on the case alone: kept while the same case runs again (on
     // another instruction set, or in exact mode).
     const std::string key = Describe(s, g) + " directions " + std::to_string(s.directions) +
@@ -1063,22 +1077,23 @@ class Runner {
   template <typename T>
   void RunType(const Spec& s, const ConvGeometry& g, const std::vector<double>& x,
                const std::vector<double>& w, const std::vector<double>& dy) {
-    // The values as T, and exactly those values in float64.
-    const auto as_t = [](const std::vector<double>& v) {
-      std::vector<T> out(v.size());
+    // The values as T (while probing, with no values given, a constant), and exactly those
+    // values in float64 (none while probing).
+    const auto as_t = [](const std::vector<double>& v, int64_t n) {
+      std::vector<T> out(n, static_cast<T>(0.25f));
       for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(static_cast<float>(v[i]));
       return out;
     };
     const auto exact = [](const std::vector<T>& v, bool absolute) {
-      std::vector<double> out(v.size());
-      for (size_t i = 0; i < v.size(); ++i) {
+      std::vector<double> out(probe ? 0 : v.size());
+      for (size_t i = 0; i < out.size(); ++i) {
         const double e = static_cast<double>(static_cast<float>(v[i]));
         out[i] = absolute ? std::fabs(e) : e;
       }
       return out;
     };
-    const std::vector<T> xt = as_t(x), dyt = as_t(dy);
-    std::vector<T> wt = as_t(w);
+    const std::vector<T> xt = as_t(x, g.input_elements()), dyt = as_t(dy, g.output_elements());
+    std::vector<T> wt = as_t(w, g.filter_elements());
     const std::vector<double> xd = exact(xt, false), wd = exact(wt, false), dyd = exact(dyt, false);
     const std::vector<double> xa = exact(xt, true), wa = exact(wt, true), dya = exact(dyt, true);
     if (plant_fault) wt.back() = static_cast<T>(0.0f);
@@ -1169,6 +1184,7 @@ class Runner {
     if (std::memcmp(fast.data(), split.data(), size * sizeof(T)) != 0) {
       return Fail(s, g, direction, TypeInfo<T>::name, "results differ bitwise between work splits");
     }
+    if (!check_values) return;
     Reference& cached = cached_[std::string(TypeInfo<T>::name) + " " + direction];
     if (cached.ref.empty()) {
       cached.ref.resize(size), cached.abs_ref.resize(size);
@@ -1374,12 +1390,14 @@ int Main(int argc, char** argv) {
       fill = true;
     } else if (arg == "--no-coverage") {
       coverage = false;
+    } else if (arg == "--no-values") {
+      check_values = false;
     } else if (arg == "--list") {
       list = true;
     } else if (arg == "--plant-fault") {
       plant_fault = true;
     } else {
-      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage] [--list] [--plant-fault]\n");
+      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage] [--no-values] [--list] [--plant-fault]\n");
       return 2;
     }
   }
@@ -1474,13 +1492,17 @@ int Main(int argc, char** argv) {
     std::printf("cases %lld runs %lld failures %lld\n", (long long)stats.cases, (long long)stats.runs,
                 (long long)stats.failures);
     if (fill) std::printf("filled %lld\n", (long long)filled);
-    std::printf("worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n", stats.worst[0],
-                stats.worst[1], stats.worst[2]);
-    std::printf("winograd runs %lld worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n",
-                (long long)stats.winograd_runs, stats.worst_winograd[0], stats.worst_winograd[1],
-                stats.worst_winograd[2]);
-    std::printf("winograd worst error/(2 (n + 16) u P) float32 %.3g float16 %.3g bfloat16 %.3g\n",
-                stats.winograd_factor[0], stats.winograd_factor[1], stats.winograd_factor[2]);
+    if (!check_values) {
+      std::printf("values not checked (--no-values); winograd runs %lld\n", (long long)stats.winograd_runs);
+    } else {
+      std::printf("worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n", stats.worst[0],
+                  stats.worst[1], stats.worst[2]);
+      std::printf("winograd runs %lld worst error/bound float32 %.3g float16 %.3g bfloat16 %.3g\n",
+                  (long long)stats.winograd_runs, stats.worst_winograd[0], stats.worst_winograd[1],
+                  stats.worst_winograd[2]);
+      std::printf("winograd worst error/(2 (n + 16) u P) float32 %.3g float16 %.3g bfloat16 %.3g\n",
+                  stats.winograd_factor[0], stats.winograd_factor[1], stats.winograd_factor[2]);
+    }
     int64_t unreached = 0;
     if (coverage) {
       int64_t kernels = 0, kernels_missed = 0;
