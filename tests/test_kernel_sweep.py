@@ -4,16 +4,16 @@ over its whole small range and across every threshold, in float32, float16 and b
 against float64 with a bound relative to the sum of absolute products; and the coverage check
 that every path and every micro-kernel of the instruction set's table was reached.
 
-The driver links only the TF-free core (cc/core), compiled with the flags the installed
-library was built with. The exhaustive tier runs every geometry on every instruction set this
-processor has (capped by TF_OPS_CPU_ISA), in one process per processor, each a part of the
-geometries (--shard) on all of them (--isas: a case's float64 results computed once). The fast
-tier, and .ci/sanitize (under TF_OPS_SANITIZE=1, the driver built with AddressSanitizer and
+The driver links only the TF-free core (cc/core), compiled with the flags the installed library
+was built with. The exhaustive tier runs every geometry on every instruction set this processor
+has (capped by TF_OPS_CPU_ISA), in parts of the geometries (--shard), four per processor, side
+by side, each on all of them (--isas: a case's float64 results computed once). The fast tier,
+and .ci/sanitize (under TF_OPS_SANITIZE=1, the driver built with AddressSanitizer and
 UndefinedBehaviorSanitizer), run the best instruction set on a sample of about one geometry in
-SAMPLE, filled (--fill) with the cheapest geometries left out that reach a path or
-micro-kernel the sample missed: every one is still reached, or the test fails. The sanitized
-run leaves out the float64 results (--no-values): its kernels run, twice each, compared
-bitwise, for the sanitizers to watch."""
+SAMPLE, filled (--fill) with the cheapest geometries left out that reach a path or micro-kernel
+the sample missed: every one is still reached, or the test fails. The sanitized run leaves out
+the float64 results (--no-values): its kernels run, twice each, compared bitwise, for the
+sanitizers to watch."""
 import concurrent.futures
 import os
 import re
@@ -47,12 +47,14 @@ class KernelSweepTest(tf.test.TestCase):
         super().tearDownClass()
 
     def test_every_space_on_every_instruction_set(self):
-        # The exhaustive tier runs one part of the geometries per processor (--shard), each
-        # on every instruction set (--isas), so that the parts keep every processor busy to
-        # the end; a path or micro-kernel must be reached by some part of its instruction set.
+        # The exhaustive tier runs the geometries in parts (--shard), four per processor, side
+        # by side, each on every instruction set (--isas): parts of about 4 minutes each on
+        # two cores (Intel Xeon with AMX), far inside the driver's time limit on a busy
+        # machine, that keep every processor busy to the end; a path or micro-kernel must be
+        # reached by some part of its instruction set.
         isas = core_build.available_isas()
         cpus = os.cpu_count() or 1
-        args, least, parts = ("--isas", ",".join(isas)), 100000, cpus
+        args, least, parts = ("--isas", ",".join(isas)), 100000, 4 * cpus
         if core_build.SANITIZE or not EXHAUSTIVE:
             isas = isas[-1:]
             args, least, parts = ("--sample", str(SAMPLE), "--fill"), 100000 // (2 * SAMPLE), 1
