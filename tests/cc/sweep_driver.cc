@@ -1047,7 +1047,6 @@ class Runner {
     ++stats_->cases;
     // Probing reads only which paths and kernels the geometry reaches: any values do.
     if (probe) {
-      cached_case_.clear(), cached_.clear();
       const std::vector<double> none;
       RunType<float>(s, g, none, none, none);
       RunType<Eigen::half>(s, g, none, none, none);
