@@ -14,6 +14,7 @@ replace it).
 """
 import concurrent.futures
 import glob
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -356,10 +357,24 @@ class BuildTfOpsLibrary(build_ext):
             "sanitize": sanitize,
             "microkernel_flags": MICROKERNEL_FLAGS,
             "source_dir": HERE,
+            "core_sha256": core_sha256(HERE),
             "cuda": cuda,
         }
         with open(os.path.join(os.path.dirname(out), "_build_info.json"), "w") as f:
             json.dump(info, f, indent=2)
+
+
+def core_sha256(root):
+    """A digest of the core's sources (cc/core: paths and contents), recorded with the build: the
+    tests' C++ drivers link this library and compile the checkout's core headers against it, so
+    they check first that the checkout is the one the library was built from."""
+    digest = hashlib.sha256()
+    for path in sorted(glob.glob(os.path.join(root, "cc", "core", "**", "*"), recursive=True)):
+        if os.path.isfile(path):
+            digest.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()
 
 
 setup(

@@ -1,16 +1,22 @@
-"""Building TF-free test programs from the core (cc/core) with the flags the installed library
-was built with: each instruction-set file with its own flags, the checkout's headers first,
-warnings as errors. Under TF_OPS_SANITIZE=1 (.ci/sanitize), or when asked, with
-AddressSanitizer and UndefinedBehaviorSanitizer. Objects are compiled once per test run and
-reused by every program built with the same flags (the micro-kernels take the longest): once
-per process, and across the processes of one pytest run (its workers) through the folder
-named by TF_OPS_TEST_OBJECTS, which tests/conftest.py makes for the run."""
+"""Building the tests' C++ drivers of the core (cc/core): their sources compiled with the flags
+the installed library was built with, the checkout's headers first, warnings as errors, and
+linked against the installed library itself (tf_ops/_tf_ops.so, which exports the core), so
+that they drive the very objects TensorFlow runs: the core and its micro-kernels, built once, by
+the set-up. The driver's sources name no TensorFlow code; the library brings TensorFlow's two
+libraries into the process. The checkout must be the one the library was built from (its
+build records a digest of cc/core). Under TF_OPS_SANITIZE=1 (.ci/sanitize: the installed
+library is its sanitized build), or when asked, with AddressSanitizer and
+UndefinedBehaviorSanitizer. Objects are compiled once per test run and reused by every program
+built with the same flags: once per process, and across the processes of one pytest run (its
+workers) through the folder named by TF_OPS_TEST_OBJECTS, which tests/conftest.py makes for the
+run."""
 import atexit
 import concurrent.futures
 import fcntl
 import hashlib
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -21,8 +27,6 @@ import tensorflow as tf
 import tf_ops
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CORE_SOURCES = ["cc/core/conv_geometry.cc", "cc/core/cpu/conv_cpu.cc", "cc/core/cpu/conv_fast.cc",
-                "cc/core/cpu/conv_winograd.cc"]
 SANITIZE = os.environ.get("TF_OPS_SANITIZE") == "1"
 SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 
@@ -96,37 +100,64 @@ def _recorded_flags(info):
     return flags + ["-isystem", tf.sysconfig.get_include()]
 
 
-def build(out_dir, name, sources, extra_flags=(), sanitize=SANITIZE, sanitize_kernels=None):
-    """Links the core, the micro-kernels and `sources` ([(path, per-file flags)], paths from
-    the checkout root) into out_dir/name; returns its path. extra_flags apply to the core and
-    `sources`; the micro-kernels take the sanitizers only if sanitize_kernels (default:
-    sanitize), so that a program that checks other code under them can link the unsanitized
-    micro-kernels already compiled (they take minutes to compile with the sanitizers)."""
+def _core_sha256():
+    """The digest of the checkout's cc/core, as setup.py records it with the build."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in (ROOT / "cc" / "core").rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _library_link_flags(info):
+    """Link flags of a program that calls the installed library's core: the library, the two
+    TensorFlow libraries it needs, and a run path to both as RPATH (which, unlike RUNPATH, also
+    serves the library's own dependencies)."""
+    assert info.get("core_sha256") == _core_sha256(), (
+        f"the installed tf_ops ({tf_ops.__file__}) was not built from this checkout's cc/core "
+        f"(built from {info.get('source_dir')}); reinstall it: python -m pip install .")
+    library = os.path.join(os.path.dirname(tf_ops.__file__), "_tf_ops.so")
+    tf_dir = tf.sysconfig.get_lib()
+    return [library, f"-L{tf_dir}", "-l:libtensorflow_framework.so.2", "-l:libtensorflow_cc.so.2",
+            f"-Wl,--disable-new-dtags,-rpath,{os.path.dirname(library)}:{tf_dir}"]
+
+
+def build(out_dir, name, sources, extra_flags=(), sanitize=SANITIZE):
+    """Compiles `sources` ([(path, per-file flags)], paths from the checkout root; extra_flags
+    apply to all) and links them against the installed library into out_dir/name; returns its
+    path. With the sanitizers if asked or if the library has them (a sanitized library needs
+    their runtimes in the program). A program that compiles the GPU kernels under the CUDA
+    emulator defines their entry points itself, and its definitions take the place of the
+    library's in the process (which never calls them: no CUDA device is set up there)."""
     info = tf_ops.build_info()
-    base = [f"-I{ROOT}", *_recorded_flags(info), "-Werror"]
+    sanitize = sanitize or bool(info.get("sanitize"))
     sanitizers = SANITIZER_FLAGS if sanitize else []
-    kernel_sanitizers = SANITIZER_FLAGS if (sanitize if sanitize_kernels is None else sanitize_kernels) else []
+    base = [f"-I{ROOT}", *_recorded_flags(info), "-Werror", *extra_flags, *sanitizers]
     cxx = os.environ.get("CXX", info.get("compiler", "g++"))
-    units = ([[*base, *extra_flags, *sanitizers, "-c", src] for src in CORE_SOURCES] +
-             [[*base, *kernel_sanitizers, *flags, "-c", src] for src, flags in info["microkernel_flags"].items()] +
-             [[*base, *extra_flags, *sanitizers, *flags, "-c", src] for src, flags in sources])
+    link = _library_link_flags(info)
 
     def compile_unit(unit):
-        *flags, src = unit
-        return _compile([cxx, *flags, str(ROOT / src)], src)
+        src, flags = unit
+        return _compile([cxx, *base, *flags, "-c", str(ROOT / src)], src)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        objects = list(pool.map(compile_unit, units))
+        objects = list(pool.map(compile_unit, sources))
     program = os.path.join(out_dir, name)
-    subprocess.run([cxx, *objects, *(SANITIZER_FLAGS[:1] if sanitize else []), "-lpthread", "-o", program],
-                   check=True)
+    subprocess.run([cxx, *objects, *sanitizers[:1], *link, "-lpthread", "-o", program], check=True)
     return program
 
 
+# The log lines TensorFlow's libraries write as a program linked against the library starts
+# (absl's format, whatever TF_CPP_MIN_LOG_LEVEL says): not the program's output.
+_TF_LOG = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\) is called .*"
+                     r"|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] .*)\n", re.M)
+
+
 def run(program, *args, env=None, timeout=1800):
-    """Runs a program built here; (exit status, stdout + stderr). A sanitized program carries
-    its own runtimes, so a preloaded one (.ci/sanitize's, for Python) is dropped."""
+    """Runs a program built here; (exit status, stdout + stderr, without TensorFlow's log
+    lines). A sanitized program carries its own runtimes, so a preloaded one (.ci/sanitize's,
+    for Python) is dropped."""
     env = dict(os.environ if env is None else env, ASAN_OPTIONS="detect_leaks=0")
     env.pop("LD_PRELOAD", None)
     proc = subprocess.run([program, *args], capture_output=True, text=True, env=env, timeout=timeout)
-    return proc.returncode, proc.stdout + proc.stderr
+    return proc.returncode, proc.stdout + _TF_LOG.sub("", proc.stderr)

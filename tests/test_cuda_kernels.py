@@ -94,10 +94,7 @@ def build_sweep(tmp, name, kernels=KERNELS, sanitize=False):
     return core_build.build(
         tmp, name, [(str(kernels), ["-x", "c++"]), ("tests/cuda_emu/cuda_emu.cc", []),
                     ("tests/cuda_emu/gpu_sweep.cc", [])],
-        extra_flags=EMU_FLAGS, sanitize=sanitize,
-        # The CPU micro-kernels (the comparison's, run under the sanitizers in .ci/sanitize)
-        # unsanitized: with the sanitizers they take minutes to compile.
-        sanitize_kernels=False)
+        extra_flags=EMU_FLAGS, sanitize=sanitize)
 
 
 SweepResult = collections.namedtuple("SweepResult", "code output paths failed launched cases total runs")

@@ -193,11 +193,12 @@ class FastKernelsTest(tf.test.TestCase):
 class NarrowingTest(tf.test.TestCase):
     """The vector float -> half / bfloat16 conversions that write half and bfloat16 results
     round exactly as Eigen's scalar conversions (the direct loops') do: checked bit for bit
-    by a TF-free driver, on every instruction set this processor has."""
+    by a driver of the installed library's micro-kernels, on every instruction set this
+    processor has."""
 
     def test_vector_conversions_match_eigen(self):
-        # Built like the other TF-free drivers: each instruction set's file with the flags the
-        # library was built with (and the sanitizers under TF_OPS_SANITIZE=1).
+        # Built like the other drivers (tests/core_build.py): linked against the installed
+        # library, whose micro-kernels it converts with (sanitized under TF_OPS_SANITIZE=1).
         with tempfile.TemporaryDirectory() as tmp:
             driver = core_build.build(tmp, "narrow_driver", [("tests/cc/narrow_driver.cc", [])])
             code, out = core_build.run(driver, timeout=300)

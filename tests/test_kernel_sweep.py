@@ -4,8 +4,9 @@ over its whole small range and across every threshold, in float32, float16 and b
 against float64 with a bound relative to the sum of absolute products; and the coverage check
 that every path and every micro-kernel of the instruction set's table was reached.
 
-The driver links only the TF-free core (cc/core), compiled with the flags the installed library
-was built with. The exhaustive tier runs every geometry on every instruction set this processor
+The driver (its source free of TensorFlow, compiled with the flags the installed library was
+built with) is linked against the installed library: it proves the core and micro-kernels that
+TensorFlow runs. The exhaustive tier runs every geometry on every instruction set this processor
 has (capped by TF_OPS_CPU_ISA), in parts of the geometries (--shard), four per processor, side
 by side, each on all of them (--isas: a case's float64 results computed once). The fast tier,
 and .ci/sanitize (under TF_OPS_SANITIZE=1, the driver built with AddressSanitizer and
