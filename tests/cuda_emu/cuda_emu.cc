@@ -2,7 +2,9 @@
 // with shadow state, launch checks and reports.
 #include "cuda_emu.h"
 
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +19,7 @@
 #include <unordered_map>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define TF_OPS_EMU_ASAN 1
 #endif
@@ -74,6 +77,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, int, cudaS
 namespace tf_ops_emu {
 
 ThreadIndex* current = nullptr;
+int planted_bug = -1;
 
 struct Shadow;
 struct Region {
@@ -94,8 +98,22 @@ constexpr size_t kStackBytes = 128 * 1024;
 
 enum class Wait { kNone, kBarrier, kWarp };
 
-struct Fiber {
+// A fiber's saved execution context. On x86-64 a switch saves the callee-saved registers and
+// the SSE and x87 control words on the stack it leaves, and the stack pointer here: no system
+// call (ucontext's swapcontext saves and restores the signal mask, two system calls per switch,
+// which took about 40% of the emulator's time). Elsewhere, ucontext.
+#if defined(__x86_64__)
+struct Context {
+  void* sp = nullptr;
+};
+#else
+struct Context {
   ucontext_t context;
+};
+#endif
+
+struct Fiber {
+  Context context;
   ThreadIndex index;
   int tid = 0, warp = 0, lane = 0;
   bool done = false;
@@ -151,7 +169,7 @@ struct State {
   uint32_t epoch = 0;
   int64_t progress = 0;
   Fiber* running = nullptr;
-  ucontext_t scheduler;
+  Context scheduler;
   bool aborted = false;
   // Streams.
   bool expect_stream = false;
@@ -195,6 +213,73 @@ std::string Site(const char* file, int line) {
 void* fake_stack = nullptr;
 #endif
 
+void FiberMain();
+
+#if defined(__x86_64__)
+// Saves the running context on its stack and in *from_sp, and resumes the one saved at to_sp.
+extern "C" void tf_ops_emu_switch(void** from_sp, void* to_sp);
+asm(R"(
+    .pushsection .text
+    .p2align 4
+    .type tf_ops_emu_switch, @function
+tf_ops_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size tf_ops_emu_switch, .-tf_ops_emu_switch
+    .popsection
+)");
+
+// A context that starts FiberMain on the stack [base, base + bytes): laid out as a switch
+// leaves a stack, returning into FiberMain with the stack aligned as at a call (FiberMain
+// never returns).
+void Prepare(Context* c, char* base, size_t bytes) {
+#if defined(TF_OPS_EMU_ASAN)
+  // The stack's last fiber left the shadow of its frames that never returned.
+  ASAN_UNPOISON_MEMORY_REGION(base, bytes);
+#endif
+  uint32_t mxcsr, fpcw = 0;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpcw));
+  void** sp = reinterpret_cast<void**>((reinterpret_cast<uintptr_t>(base) + bytes) & ~uintptr_t{15});
+  *--sp = nullptr;                                 // FiberMain's return address
+  *--sp = reinterpret_cast<void*>(&FiberMain);     // where the first switch returns to
+  for (int i = 0; i < 6; ++i) *--sp = nullptr;     // rbp, rbx, r12-r15
+  *--sp = reinterpret_cast<void*>(uint64_t{mxcsr} | uint64_t{fpcw} << 32);
+  c->sp = sp;
+}
+
+void Switch(Context* from, Context* to) { tf_ops_emu_switch(&from->sp, to->sp); }
+#else
+void Prepare(Context* c, char* base, size_t bytes) {
+  getcontext(&c->context);
+  c->context.uc_stack.ss_sp = base;
+  c->context.uc_stack.ss_size = bytes;
+  c->context.uc_link = nullptr;
+  makecontext(&c->context, FiberMain, 0);
+}
+
+void Switch(Context* from, Context* to) { swapcontext(&from->context, &to->context); }
+#endif
+
 // Switches from the running fiber back to the scheduler.
 void Yield() {
   State& s = S();
@@ -202,7 +287,7 @@ void Yield() {
 #if defined(TF_OPS_EMU_ASAN)
   __sanitizer_start_switch_fiber(&fake_stack, nullptr, 0);
 #endif
-  swapcontext(&f->context, &s.scheduler);
+  Switch(&f->context, &s.scheduler);
 #if defined(TF_OPS_EMU_ASAN)
   __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
 #endif
@@ -231,7 +316,8 @@ void FiberMain() {
 #if defined(TF_OPS_EMU_ASAN)
   __sanitizer_start_switch_fiber(nullptr, nullptr, 0);  // this fiber's stack is done with
 #endif
-  setcontext(&s.scheduler);
+  Switch(&f->context, &s.scheduler);  // never resumed
+  std::abort();
 }
 
 bool Synchronized(const Fiber& f, int other, uint32_t epoch, uint32_t warp_epoch) {
@@ -310,11 +396,7 @@ void RunBlock(dim3 grid, dim3 block, dim3 block_idx, std::mt19937_64& rng) {
     f.tid = t, f.warp = t / 32, f.lane = t % 32;
     f.index.thread_idx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
     f.index.block_idx = block_idx, f.index.block_dim = block, f.index.grid_dim = grid;
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = s.stacks[t].get();
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = nullptr;
-    makecontext(&f.context, FiberMain, 0);
+    Prepare(&f.context, s.stacks[t].get(), kStackBytes);
   }
   std::vector<int> order(threads);
   std::iota(order.begin(), order.end(), 0);
@@ -329,7 +411,7 @@ void RunBlock(dim3 grid, dim3 block, dim3 block_idx, std::mt19937_64& rng) {
 #if defined(TF_OPS_EMU_ASAN)
       __sanitizer_start_switch_fiber(&fake_stack, s.stacks[t].get(), kStackBytes);
 #endif
-      swapcontext(&s.scheduler, &f.context);
+      Switch(&s.scheduler, &f.context);
 #if defined(TF_OPS_EMU_ASAN)
       __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
 #endif
