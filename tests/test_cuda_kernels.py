@@ -222,48 +222,74 @@ class CudaKernelsTest(tf.test.TestCase):
 
 
 
-# Planted bugs in the kernels: (name, [(text, replacement)], the failure it must cause, how many
-# of the exhaustive cover's cases at least must catch it).
+# Planted bugs in the kernels: (name, [(context, old, new)]: in the one place `context` appears in
+# the kernels, its `old` (an expression, or a statement where it ends in ';') replaced by `new`;
+# the failure it must cause; how many of the exhaustive cover's cases at least must catch it).
 PLANTED = [
     # Tile n0 read from the block index as if there were one tile in M: tiles overlap and others
     # go unwritten where there are several in both M and N.
-    ("overlapping tile index", [("n0 = block / m_tiles % n_tiles * tile_n", "n0 = block % n_tiles * tile_n")],
+    ("overlapping tile index", [("n0 = block / m_tiles % n_tiles * tile_n", "block / m_tiles % n_tiles * tile_n",
+                                 "block % n_tiles * tile_n")],
      r"stored (0|2) times over the op|stored in this launch: an output written twice", 3),
     # The class's output row stepped by the dilation instead of dilation / gcd(stride, dilation).
     ("tap offset where stride and dilation share a factor",
-     [("c->t.a * th.delta + c->e.i", "c->t.a * s.dilation_rows + c->e.i")], r"element \d+: gpu", 3),
+     [("c->t.a * th.delta + c->e.i", "c->t.a * th.delta", "c->t.a * s.dilation_rows")], r"element \d+: gpu", 3),
     # Slices of grouped problems read back in another order than they were written.
-    ("groups with split reductions", [("((s * p.groups + grp) * p.M + m)", "((grp * p.slices + s) * p.M + m)")],
+    ("groups with split reductions", [("((s * p.groups + grp) * p.M + m)", "((s * p.groups + grp) * p.M + m)",
+                                       "((grp * p.slices + s) * p.M + m)")],
      r"element \d+: gpu|differs from the CPU", 3),
     # Slices added into the first slice's sums in place, without an atomic: a lost update on a GPU.
     ("lost update between slices",
-     [("p.partial.Store((z * p.M + m) * p.N + col, v);",
+     [("p.partial.Store((z * p.M + m) * p.N + col, v);", "p.partial.Store((z * p.M + m) * p.N + col, v);",
        "p.partial.Store((z % p.groups * p.M + m) * p.N + col,\n"
        "                     (z >= p.groups ? p.partial.data[(z % p.groups * p.M + m) * p.N + col] : typename Problem::Acc(0)) + v);"),
-      ("for (int64_t s = 1; s < p.slices; ++s) sum +=", "for (int64_t s = 1; s < 1; ++s) sum +=")],
+      ("for (int64_t s = 1; s < p.slices; ++s) sum +=", "s < p.slices", "s < 1")],
      r"an output written twice", 3),
     # The slices' sum reads one slice past those written (its workspace one slice larger).
     ("read of workspace nothing wrote",
-     [("workspace(plan.partial_elements(sizes) * sizeof(Acc))",
-       "workspace((plan.partial_elements(sizes) + p.groups * p.M * p.N) * sizeof(Acc))"),
-      ("for (int64_t s = 1; s < p.slices; ++s) sum +=", "for (int64_t s = 1; s <= p.slices; ++s) sum +=")],
+     [("workspace(plan.partial_elements(sizes) * sizeof(Acc))", "plan.partial_elements(sizes) * sizeof(Acc)",
+       "(plan.partial_elements(sizes) + p.groups * p.M * p.N) * sizeof(Acc)"),
+      ("for (int64_t s = 1; s < p.slices; ++s) sum +=", "s < p.slices", "s <= p.slices")],
      r"element \d+: gpu (nan|-?nan)|differs from the CPU", 3),
     # 16-bit sums rounded to 16 bits after every tensor-core step.
     ("16-bit accumulation", [("for (int ni = 0; ni < 4; ++ni) Mma16816(acc[mi][ni], af[mi], bf[ni], T());",
-                              "for (int ni = 0; ni < 4; ++ni) {\n"
-                              "          Mma16816(acc[mi][ni], af[mi], bf[ni], T());\n"
-                              "          for (float& v : acc[mi][ni]) v = Elem<T>::Load(Elem<T>::Store(v));\n"
-                              "        }")],
+                              "Mma16816(acc[mi][ni], af[mi], bf[ni], T());",
+                              "Mma16816(acc[mi][ni], af[mi], bf[ni], T());\n"
+                              "          for (float& v : acc[mi][ni]) v = Elem<T>::Load(Elem<T>::Store(v));")],
      r"(float16|bfloat16), .*element \d+: gpu", None),
     # A launch on the null stream instead of the op's.
-    ("launch on the null stream", [("Launch<GemmKernel<Problem>>(grid, block, 0, stream,",
-                                    "Launch<GemmKernel<Problem>>(grid, block, 0, nullptr,")],
+    ("launch on the null stream", [("Launch<GemmKernel<Problem>>(grid, block, 0, stream,", "stream", "nullptr")],
      r"emulator: kernel GemmKernel<.*launch on stream \(nil\), not the op's stream", 3),
-    # Launch bounds below the block the kernel is launched with.
-    ("launch bounds below the block", [("__launch_bounds__(Tiling::kThreads) GemmKernel",
-                                        "__launch_bounds__(Tiling::kThreads / 2) GemmKernel")],
-     r"more than the 128 of its __launch_bounds__, which CUDA refuses", 3),
 ]
+# Launch bounds below the block the kernel is launched with: a bug of what nvcc compiles (the
+# emulated kernels ignore __launch_bounds__), so the sweep runs the kernels as they are, checking
+# their launches against the bounds nvcc compiled from the planted source.
+PLANTED_BOUNDS = ("launch bounds below the block",
+                  ("__launch_bounds__(Tiling::kThreads) GemmKernel", "__launch_bounds__(Tiling::kThreads / 2) GemmKernel"),
+                  r"more than the 128 of its __launch_bounds__, which CUDA refuses", 3)
+
+
+def plant_switches(source, bugs):
+    """`source` with every bug's edits compiled in, bug i's where tf_ops_emu::planted_bug == i
+    (the sweep's --plant i), the original code otherwise: one build runs every bug."""
+    spans = {}
+    for index, (name, edits, _, _) in enumerate(bugs):
+        for context, old, new in edits:
+            assert source.count(context) == 1 and context.count(old) == 1, (name, context, old)
+            start = source.index(context) + context.index(old)
+            spans.setdefault((start, start + len(old)), []).append((index, new))
+    ordered = sorted(spans)
+    assert all(a[1] <= b[0] for a, b in zip(ordered, ordered[1:])), "planted edits overlap"
+    for start, end in reversed(ordered):
+        old, alternatives = source[start:end], spans[start, end]
+        if old.endswith(";"):
+            text = "".join(f"if (::tf_ops_emu::planted_bug == {i}) {{ {new} }} else " for i, new in alternatives)
+            text += f"{{ {old} }}"
+        else:
+            text = "(" + "".join(f"::tf_ops_emu::planted_bug == {i} ? ({new}) : " for i, new in alternatives)
+            text += f"({old}))"
+        source = source[:start] + text + source[end:]
+    return source
 
 
 @pytest.mark.exhaustive
@@ -275,32 +301,41 @@ class PlantedKernelBugsTest(tf.test.TestCase):
     def test_planted_bugs_are_caught(self):
         source = (core_build.ROOT / KERNELS).read_text()
         with tempfile.TemporaryDirectory() as tmp:
-            def plant(item):
-                index, (name, edits, pattern, least) = item
-                text = source
-                for old, new in edits:
-                    self.assertEqual(text.count(old), 1, f"{name}: {old!r}")
-                    text = text.replace(old, new)
-                folder = os.path.join(tmp, str(index))
-                os.makedirs(folder)
-                kernels = os.path.join(folder, "conv_gpu.cu")
-                with open(kernels, "w") as f:
-                    f.write(text)
-                program = build_sweep(folder, "gpu_sweep", kernels=kernels)
-                args = ["--cover", "3", "--seeds", "1"]
-                bounds = launch_bounds(kernels, folder)
-                if bounds is not None:
-                    args += ["--launch-bounds", write_bounds(bounds, os.path.join(folder, "bounds.txt"))]
-                elif "launch bounds" in name:
-                    return name, None, None, None
-                return name, run_sweep(program, *args), pattern, least
+            kernels = os.path.join(tmp, "conv_gpu.cu")
+            with open(kernels, "w") as f:
+                f.write(plant_switches(source, PLANTED))
+            program = build_sweep(tmp, "gpu_sweep_planted", kernels=kernels)
+            # The launch bounds nvcc compiles from the kernels as they are, and from them with the
+            # bounds planted.
+            name, (old, new), pattern, least = PLANTED_BOUNDS
+            self.assertEqual(source.count(old), 1, name)
+            planted_bounds = os.path.join(tmp, "bounds_planted.cu")
+            with open(planted_bounds, "w") as f:
+                f.write(source.replace(old, new))
+            bounds = launch_bounds(core_build.ROOT / KERNELS, tmp)
+            runs = [(name, ["--plant", str(index)], pattern, least)
+                    for index, (name, _, pattern, least) in enumerate(PLANTED)]
+            if bounds is not None:
+                for _, args, _, _ in runs:
+                    args += ["--launch-bounds", write_bounds(bounds, os.path.join(tmp, "bounds.txt"))]
+                low = launch_bounds(planted_bounds, tmp)
+                runs.append((name, ["--launch-bounds", write_bounds(low, os.path.join(tmp, "bounds_low.txt"))],
+                             pattern, least))
+
+            # With no bug chosen, the planted copy runs clean: what fails below, its bug made fail.
+            runs.append((None, runs[0][1][2:], None, None))
+
+            def run(item):
+                name, args, pattern, least = item
+                return name, run_sweep(program, "--cover", "3" if name else "1", "--seeds", "1", *args), pattern, least
 
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-                results = list(pool.map(plant, enumerate(PLANTED)))
+                results = list(pool.map(run, runs))
+        unplanted = results.pop()[1]
+        self.assertEqual((unplanted.code, unplanted.failed), (0, set()), unplanted.output[-3000:])
+        self.assertEqual(unplanted.cases, unplanted.total)
         caught, missed = {}, []
         for name, result, pattern, least in results:
-            if result is None:
-                continue  # no nvcc: no launch bounds to plant below
             caught[name] = f"{len(result.failed)} of {result.total}"
             if result.code == 0 or not re.search(pattern, result.output):
                 missed.append(f"{name}: exit {result.code}, no /{pattern}/ in {result.output[-1500:]}")
@@ -309,6 +344,8 @@ class PlantedKernelBugsTest(tf.test.TestCase):
                 missed.append(f"{name}: caught by only {caught[name]} cases")
         print("planted bugs, cases caught:", caught)
         self.assertEqual(missed, [], "\n".join(missed))
+        # Without nvcc there are no launch bounds to plant below.
+        self.assertEqual(len(results), len(PLANTED) + (bounds is not None))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,10 @@ cudaError_t cudaFree(void* p);
 
 namespace tf_ops_emu {
 
+// The planted kernel bug the sweep runs with (its --plant), -1 for none: the planted-bugs test
+// compiles every bug into one copy of the kernels, each behind a test of this number.
+extern int planted_bug;
+
 // The running thread's indices.
 struct ThreadIndex {
   dim3 thread_idx, block_idx, block_dim, grid_dim;

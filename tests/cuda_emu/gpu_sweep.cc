@@ -18,12 +18,14 @@
 //     exact mode) within twice that; int32 (wrapping) equal to the CPU's.
 // Then every case of the plan must have been reached (the paths are counted by the dispatch
 // itself) or the sweep fails, naming what it missed.
-// Usage: gpu_sweep [--seeds N] [--cover N] [--shard I/N] [--launch-bounds FILE] [--list]
-//                  [--paths] [--plan-check]
+// Usage: gpu_sweep [--seeds N] [--cover N] [--shard I/N] [--launch-bounds FILE] [--plant K]
+//                  [--list] [--paths] [--plan-check]
 //   --shard I/N      runs the cases of part I of N (parts balanced by their estimated cost) and
 //                    prints what it reached ("path INDEX COUNT") without failing on what it
 //                    did not: the parts' union is the caller's to check (--paths lists them)
 //   --launch-bounds  the kernels' __launch_bounds__ as nvcc compiled them ("NAME MAX" lines)
+//   --plant          runs with planted kernel bug K, where the kernels were compiled with the
+//                    planted bugs (tests/test_cuda_kernels.py)
 //   --paths          prints every case of the plan ("required INDEX NAME") and exits
 //   --list           prints the cases and exits
 //   --plan-check     checks PlanLaunch's rules over a space of problem sizes, and exits
@@ -539,6 +541,8 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "--launch-bounds: %s\n", err.c_str());
         return 2;
       }
+    } else if (std::strcmp(argv[i], "--plant") == 0 && i + 1 < argc) {
+      tf_ops_emu::planted_bug = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--list") == 0) {
       list = true;
     } else if (std::strcmp(argv[i], "--paths") == 0) {
@@ -547,8 +551,8 @@ int Main(int argc, char** argv) {
       return CheckPlans() == 0 ? 0 : 1;
     } else {
       std::fprintf(stderr,
-                   "usage: gpu_sweep [--seeds N] [--cover N] [--shard I/N] [--launch-bounds FILE] [--list] "
-                   "[--paths] [--plan-check]\n");
+                   "usage: gpu_sweep [--seeds N] [--cover N] [--shard I/N] [--launch-bounds FILE] [--plant K] "
+                   "[--list] [--paths] [--plan-check]\n");
       return 2;
     }
   }
