@@ -61,7 +61,7 @@ CPP_ONE_LINER = ("test_cpp_api.CppApiTest."
                  "test_readme_one_liner_builds_the_example_from_the_installed_package")
 COMMANDS = {
     # Set-up, main job, tests (README.md, docs/testing.md).
-    "python -m pip install .": (CI, "TF_OPS_WERROR=1 python -m pip install -v ."),
+    "python -m pip install .": (CI, "TF_OPS_WERROR=1 python -m pip install -v --no-clean ."),
     "python -m tf_ops": (CI, None),
     "python -m pip install pytest pytest-xdist hypothesis": (CI, None),
     "pytest -q tests": (CI, None),  # the fast tier's command; CI adds --exhaustive
