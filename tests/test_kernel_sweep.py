@@ -27,7 +27,7 @@ from tiers import EXHAUSTIVE
 
 
 # The fast tier's and the sanitized run's sample, filled to the whole coverage.
-SAMPLE = 16
+SAMPLE = 32
 
 
 def run_driver(driver, isa, *args):
