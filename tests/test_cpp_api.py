@@ -1,7 +1,8 @@
 """The C++ op API (cc/ops/tf_ops_ops.h), as the installed package ships it: the example program
 and the C++ test program are compiled with tf_ops.sysconfig's flags (warnings as errors),
 linked against TensorFlow's libtensorflow_cc / libtensorflow_framework, tf_ops' C++ API
-library and its op library, and run; the README's one-line build of the example too.
+library and its op library, and run; the README's one-line build of the example too (the
+exhaustive tier: the example itself is built and run in both).
 
 tests/cc/cpp_api_test.cc compares every op class, with its attributes, against TensorFlow's
 built-in ops, checks static shapes, error statuses and AddSymbolicGradients through the ops;
@@ -15,6 +16,7 @@ import sys
 import tempfile
 import unittest
 
+import pytest
 import tensorflow as tf
 
 import cc_build
@@ -67,6 +69,7 @@ class CppApiTest(tf.test.TestCase):
     def test_example_agrees_with_tensorflow(self):
         self._assert_example_ok(self._run("tf_ops_example"))
 
+    @pytest.mark.exhaustive
     def test_readme_one_liner_builds_the_example_from_the_installed_package(self):
         # The README's build: the example alone in a folder of its own, one g++ line whose
         # flags all come from the installed package (no checkout on any path), then run.
