@@ -313,17 +313,16 @@ class PlantedKernelBugsTest(tf.test.TestCase):
             with open(planted_bounds, "w") as f:
                 f.write(source.replace(old, new))
             bounds = launch_bounds(core_build.ROOT / KERNELS, tmp)
-            runs = [(name, ["--plant", str(index)], pattern, least)
+            checked = ["--launch-bounds", write_bounds(bounds, os.path.join(tmp, "bounds.txt"))] if bounds else []
+            runs = [(name, ["--plant", str(index), *checked], pattern, least)
                     for index, (name, _, pattern, least) in enumerate(PLANTED)]
             if bounds is not None:
-                for _, args, _, _ in runs:
-                    args += ["--launch-bounds", write_bounds(bounds, os.path.join(tmp, "bounds.txt"))]
                 low = launch_bounds(planted_bounds, tmp)
                 runs.append((name, ["--launch-bounds", write_bounds(low, os.path.join(tmp, "bounds_low.txt"))],
                              pattern, least))
 
             # With no bug chosen, the planted copy runs clean: what fails below, its bug made fail.
-            runs.append((None, runs[0][1][2:], None, None))
+            runs.append((None, checked, None, None))
 
             def run(item):
                 name, args, pattern, least = item

@@ -86,8 +86,9 @@ def _save_tf1_session_graphdef(path, x):
         y = tf.identity(_chain(placeholder, {k: tf.constant(v) for k, v in w.items()}), name="y")
         with tf.compat.v1.Session(graph=graph) as session:
             want = session.run(y, feed_dict={placeholder: x})
-    pathlib.Path(path).write_bytes(graph.as_graph_def().SerializeToString())
-    return want, (graph.as_graph_def(), y.shape.as_list())
+    graph_def = graph.as_graph_def()
+    pathlib.Path(path).write_bytes(graph_def.SerializeToString())
+    return want, (graph_def, y.shape.as_list())
 
 
 SAVERS = {"savedmodel": _save_module, "keras_export": _save_keras_export,
@@ -107,11 +108,9 @@ class SavedGraphTest(tf.test.TestCase):
             os.makedirs(directory)
             np.save(os.path.join(directory, "x.npy"), x)
             cls.want[kind], cls.saved[kind] = save(os.path.join(directory, "artifact"), x)
-        cls.runs = {}
-        for flags in ([], ["--no-import"]):
-            cls.runs[bool(flags)] = subprocess.run(
-                [sys.executable, str(WORKER), cls._tmp.name, *SAVERS, *flags], cwd=cls._tmp.name,
-                capture_output=True, text=True, timeout=600)
+        cls.runs = [subprocess.run([sys.executable, str(WORKER), cls._tmp.name, *SAVERS, *flags],
+                                   cwd=cls._tmp.name, capture_output=True, text=True, timeout=600)
+                    for flags in ([], ["--no-import"])]
 
     @classmethod
     def tearDownClass(cls):
@@ -122,7 +121,7 @@ class SavedGraphTest(tf.test.TestCase):
         """The fresh process with tf_ops gave the same outputs; the one without failed to load,
         naming the op."""
         directory = pathlib.Path(self._tmp.name, kind)
-        for run in self.runs.values():
+        for run in self.runs:
             self.assertEqual(run.returncode, 0, run.stderr[-3000:])
         error = directory / "error.txt"
         self.assertFalse(error.exists(), error.read_text() if error.exists() else "")
