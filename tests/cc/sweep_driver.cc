@@ -25,14 +25,15 @@
 // --shard I/N runs geometries I, I + N, ... of the list (each on the data it gets in the
 // whole run) and reports the paths and micro-kernels it did not reach without failing on
 // them: a caller running the N parts side by side fails on what none of them reached.
-// --no-values leaves out the float64 results and the bound (two thirds of the work): the fast
+// --no-values leaves out the float64 results and the bound (more than half the work): the fast
 // kernels still run twice, compared bitwise, on every path; for the sanitized build, whose
 // reports are what it is run for, the values being checked by the unsanitized sweep.
 // --plant-fault hands the fast kernels a filter with its last value zeroed (the reference
 // keeps it): a test that the checks report a kernel that drops a filter tap.
 // The instruction set is the processor's best, capped by TF_OPS_CPU_ISA; --isas A,B,... runs
 // each case on every one of those caps in turn (one block of results each, in that order),
-// computing its float64 results once.
+// computing its float64 results once: for all three element types and both sums (exact and
+// absolute) in one pass of the direct loops (Lanes).
 // Exit status 0 when every check held; 1 otherwise, with the failures listed.
 #include <algorithm>
 #include <cmath>
@@ -55,6 +56,7 @@
 #include "cc/core/cpu/conv_cpu.h"
 #include "cc/core/cpu/conv_fast.h"
 #include "cc/core/cpu/coverage.h"
+#include "cc/core/cpu/direct_loops.h"
 #include "cc/core/cpu/microkernels.h"
 
 namespace tf_ops {
@@ -807,6 +809,7 @@ struct Stats {
 
 template <typename T>
 struct TypeInfo;
+constexpr int kTypes = 3;
 template <>
 struct TypeInfo<float> {
   static constexpr int index = 0;
@@ -826,6 +829,46 @@ struct TypeInfo<Eigen::bfloat16> {
   static constexpr const char* name = "bfloat16";
   static constexpr double unit = 0x1p-8, floor = 0;
 };
+// The element types' names by index.
+constexpr const char* kTypeNames[kTypes] = {TypeInfo<float>::name, TypeInfo<Eigen::half>::name,
+                                            TypeInfo<Eigen::bfloat16>::name};
+static_assert(TypeInfo<float>::index == 0 && TypeInfo<Eigen::half>::index == 1 &&
+              TypeInfo<Eigen::bfloat16>::index == 2);
+
+// The float64 results of one case for every element type at once, summed by the direct loops
+// (direct_loops.h) in one pass: lane i < kTypes is the exact result on the values rounded to
+// element type i, lane kTypes + i the sum of absolute products on them. Each lane is the sum
+// the direct loops make in float64 alone, in the same order.
+struct Lanes {
+  double v[2 * kTypes];
+  Lanes() = default;
+  explicit Lanes(double c) { std::fill(v, v + 2 * kTypes, c); }
+  Lanes& operator+=(const Lanes& o) {
+    for (int i = 0; i < 2 * kTypes; ++i) v[i] += o.v[i];
+    return *this;
+  }
+  friend Lanes operator*(const Lanes& a, const Lanes& b) {
+    Lanes p;
+    for (int i = 0; i < 2 * kTypes; ++i) p.v[i] = a.v[i] * b.v[i];
+    return p;
+  }
+};
+
+// v rounded to T, as the fast kernels get it, in float64.
+template <typename T>
+double RoundedTo(double v) {
+  return static_cast<double>(static_cast<float>(static_cast<T>(static_cast<float>(v))));
+}
+
+std::vector<Lanes> AsLanes(const std::vector<double>& v) {
+  std::vector<Lanes> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double r[kTypes] = {RoundedTo<float>(v[i]), RoundedTo<Eigen::half>(v[i]),
+                              RoundedTo<Eigen::bfloat16>(v[i])};  // by TypeInfo<T>::index
+    for (int t = 0; t < kTypes; ++t) out[i].v[t] = r[t], out[i].v[kTypes + t] = std::fabs(r[t]);
+  }
+  return out;
+}
 
 // The index of element (n, r, c, ch) of an activation tensor of rows x cols pixels of `chans`
 // channels in `layout`.
@@ -1053,23 +1096,25 @@ class Runner {
       RunType<Eigen::bfloat16>(s, g, none, none, none);
       return;
     }
-    // The float64 results depend on the case alone: kept while the same case runs again (on
-    // another instruction set, or in exact mode).
+    // The data and the float64 results depend on the case alone: kept while the same case runs
+    // again (on another instruction set).
     const std::string key = Describe(s, g) + " directions " + std::to_string(s.directions) +
                             " number " + std::to_string(number);
-    if (key != cached_case_) cached_case_ = key, cached_.clear();
-    std::mt19937_64 rng(0x5eed + number);
-    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-    const auto fill = [&](int64_t n) {
-      std::vector<double> v(n);
-      for (double& e : v) e = uniform(rng);
-      return v;
-    };
-    const std::vector<double> x = fill(g.input_elements()), w = fill(g.filter_elements()),
-                              dy = fill(g.output_elements());
-    RunType<float>(s, g, x, w, dy);
-    RunType<Eigen::half>(s, g, x, w, dy);
-    RunType<Eigen::bfloat16>(s, g, x, w, dy);
+    if (key != cached_case_) {
+      cached_case_ = key, cached_.clear();
+      std::mt19937_64 rng(0x5eed + number);
+      std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+      const auto fill = [&](int64_t n) {
+        std::vector<double> v(n);
+        for (double& e : v) e = uniform(rng);
+        return v;
+      };
+      x_ = fill(g.input_elements()), w_ = fill(g.filter_elements()), dy_ = fill(g.output_elements());
+      if (check_values) lanes_x_ = AsLanes(x_), lanes_w_ = AsLanes(w_), lanes_dy_ = AsLanes(dy_);
+    }
+    RunType<float>(s, g, x_, w_, dy_);
+    RunType<Eigen::half>(s, g, x_, w_, dy_);
+    RunType<Eigen::bfloat16>(s, g, x_, w_, dy_);
   }
 
  private:
@@ -1083,76 +1128,59 @@ class Runner {
       for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(static_cast<float>(v[i]));
       return out;
     };
-    const auto exact = [](const std::vector<T>& v, bool absolute) {
+    const auto absolute = [](const std::vector<T>& v) {
       std::vector<double> out(probe ? 0 : v.size());
-      for (size_t i = 0; i < out.size(); ++i) {
-        const double e = static_cast<double>(static_cast<float>(v[i]));
-        out[i] = absolute ? std::fabs(e) : e;
-      }
+      for (size_t i = 0; i < out.size(); ++i) out[i] = std::fabs(static_cast<double>(static_cast<float>(v[i])));
       return out;
     };
     const std::vector<T> xt = as_t(x, g.input_elements()), dyt = as_t(dy, g.output_elements());
     std::vector<T> wt = as_t(w, g.filter_elements());
-    const std::vector<double> xd = exact(xt, false), wd = exact(wt, false), dyd = exact(dyt, false);
-    const std::vector<double> xa = exact(xt, true), wa = exact(wt, true), dya = exact(dyt, true);
+    const std::vector<double> xa = absolute(xt), wa = absolute(wt), dya = absolute(dyt);
     if (plant_fault) wt.back() = static_cast<T>(0.0f);
     const int64_t taps = g.filter_rows * g.filter_cols;
     if (s.directions & kForward) {
       Check<T>(s, g, "forward", g.output_elements(), taps * g.filter_in_depth,
                [&] { return WinogradScale(g, s.layout, true, xa, wa); },
-               [&](auto* out, const ParallelFor& pf) {
-                 using U = std::remove_pointer_t<decltype(out)>;
-                 if constexpr (std::is_same_v<U, double>) {
-                   DirectConvForward<double>(g, s.layout, pf ? xd.data() : xa.data(),
-                                             pf ? wd.data() : wa.data(), out, SerialFor);
-                   return true;
-                 } else {
-                   return FastConvForward<T>(g, s.layout, xt.data(), wt.data(), out, pf);
-                 }
+               [&](T* out, const ParallelFor& pf) {
+                 return FastConvForward<T>(g, s.layout, xt.data(), wt.data(), out, pf);
+               },
+               [&](Lanes* out) {
+                 DirectConvForward<Lanes>(g, s.layout, lanes_x_.data(), lanes_w_.data(), out, SerialFor);
                });
     }
     if (s.directions & kInput) {
       Check<T>(s, g, "backprop input", g.input_elements(), taps * g.out_depth_per_group(),
                [&] { return WinogradScale(g, s.layout, false, dya, wa); },
-               [&](auto* out, const ParallelFor& pf) {
-                 using U = std::remove_pointer_t<decltype(out)>;
-                 if constexpr (std::is_same_v<U, double>) {
-                   DirectConvBackpropInput<double>(g, s.layout, pf ? wd.data() : wa.data(),
-                                                   pf ? dyd.data() : dya.data(), out, SerialFor);
-                   return true;
-                 } else {
-                   return FastConvBackpropInput<T>(g, s.layout, wt.data(), dyt.data(), out, pf);
-                 }
+               [&](T* out, const ParallelFor& pf) {
+                 return FastConvBackpropInput<T>(g, s.layout, wt.data(), dyt.data(), out, pf);
+               },
+               [&](Lanes* out) {
+                 DirectConvBackpropInput<Lanes>(g, s.layout, lanes_w_.data(), lanes_dy_.data(), out, SerialFor);
                });
     }
     if (s.directions & kFilter) {
       Check<T>(s, g, "backprop filter", g.filter_elements(), g.batch * g.out_rows * g.out_cols,
                [&] { return WinogradFilterScale(g, s.layout, xa, dya); },
-               [&](auto* out, const ParallelFor& pf) {
-                 using U = std::remove_pointer_t<decltype(out)>;
-                 if constexpr (std::is_same_v<U, double>) {
-                   DirectConvBackpropFilter<double>(g, s.layout, pf ? xd.data() : xa.data(),
-                                                    pf ? dyd.data() : dya.data(), out, SerialFor);
-                   return true;
-                 } else {
-                   return FastConvBackpropFilter<T>(g, s.layout, xt.data(), dyt.data(), out, pf);
-                 }
+               [&](T* out, const ParallelFor& pf) {
+                 return FastConvBackpropFilter<T>(g, s.layout, xt.data(), dyt.data(), out, pf);
+               },
+               [&](Lanes* out) {
+                 DirectConvBackpropFilter<Lanes>(g, s.layout, lanes_x_.data(), lanes_dy_.data(), out, SerialFor);
                });
     }
   }
 
-  // `op(out, pf)` writes the direction's result: for a double* out, the exact result when
-  // pf is non-null and the sum of absolute products when it is null; for a T* out, the
-  // fast kernel's through pf (returning whether it applied).
-  template <typename T, typename Scale, typename Op>
+  // `op(out, pf)` writes the fast kernel's result through pf (returning whether it applied);
+  // `reference(out)` the direction's float64 results for every element type (Lanes).
+  template <typename T, typename Scale, typename Op, typename Reference>
   void Check(const Spec& s, const ConvGeometry& g, const char* direction, int64_t size,
-             int64_t products, const Scale& scale, const Op& op) {
+             int64_t products, const Scale& scale, const Op& op, const Reference& reference) {
     const uint64_t before = WinogradCount();
-    CheckOnce<T>(s, g, direction, size, products, scale, op, /*exact=*/false);
+    CheckOnce<T>(s, g, direction, size, products, scale, op, reference, /*exact=*/false);
     if (WinogradCount() != before) {
       // The same case in exact mode: the direct sum, within the direct kernels' bound.
       SetExactMode(true);
-      CheckOnce<T>(s, g, direction, size, products, scale, op, /*exact=*/true);
+      CheckOnce<T>(s, g, direction, size, products, scale, op, reference, /*exact=*/true);
       SetExactMode(false);
     }
   }
@@ -1163,9 +1191,10 @@ class Runner {
            PathCount(r, Path::kFilterWinograd);
   }
 
-  template <typename T, typename Scale, typename Op>
+  template <typename T, typename Scale, typename Op, typename Reference>
   void CheckOnce(const Spec& s, const ConvGeometry& g, const char* direction, int64_t size,
-                 int64_t products, const Scale& scale, const Op& op, bool exact) {
+                 int64_t products, const Scale& scale, const Op& op, const Reference& reference,
+                 bool exact) {
     ++stats_->runs;
     // Aligned as TensorFlow's allocator aligns tensors (the non-temporal stores ask for it).
     std::vector<T, Aligned64<T>> fast(size, static_cast<T>(12345.0f)), split(size, static_cast<T>(-777.0f));
@@ -1184,11 +1213,16 @@ class Runner {
       return Fail(s, g, direction, TypeInfo<T>::name, "results differ bitwise between work splits");
     }
     if (!check_values) return;
-    Reference& cached = cached_[std::string(TypeInfo<T>::name) + " " + direction];
+    Results& cached = cached_[std::string(TypeInfo<T>::name) + " " + direction];
     if (cached.ref.empty()) {
-      cached.ref.resize(size), cached.abs_ref.resize(size);
-      op(cached.ref.data(), serial);
-      op(cached.abs_ref.data(), ParallelFor());
+      // One pass of the direct loops for every element type's results.
+      std::vector<Lanes> lanes(size);
+      reference(lanes.data());
+      for (int type = 0; type < kTypes; ++type) {
+        Results& r = cached_[std::string(kTypeNames[type]) + " " + direction];
+        r.ref.resize(size), r.abs_ref.resize(size);
+        for (int64_t i = 0; i < size; ++i) r.ref[i] = lanes[i].v[type], r.abs_ref[i] = lanes[i].v[kTypes + type];
+      }
     }
     const std::vector<double>& ref = cached.ref;
     const std::vector<double>& abs_ref = cached.abs_ref;
@@ -1245,14 +1279,17 @@ class Runner {
 
   // One direction's float64 results in one element type: the exact sums, the sums of
   // absolute products, and Winograd's scale where a run took Winograd.
-  struct Reference {
+  struct Results {
     std::vector<double> ref, abs_ref, winograd_scale;
   };
 
   Stats* stats_;
   const char* isa_ = FastKernelIsa();
   std::string cached_case_;
-  std::map<std::string, Reference> cached_;
+  std::map<std::string, Results> cached_;
+  // The case's operands, and as Lanes for the float64 results.
+  std::vector<double> x_, w_, dy_;
+  std::vector<Lanes> lanes_x_, lanes_w_, lanes_dy_;
 };
 
 // splitmix64's finaliser: a fixed scramble of the bits of x.
