@@ -1,5 +1,7 @@
+import collections
 import os
 import pathlib
+import resource
 import shutil
 import tempfile
 
@@ -76,7 +78,48 @@ def pytest_testnodedown(node, error):
     node.config._tf_ops_left_out = getattr(node.config, "_tf_ops_left_out", set()) | set(left_out)
 
 
+def _processor_seconds():
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # Processor seconds of each test (set-up and tear-down included): its process's threads
+    # and the subprocesses it waited for. CI's length is its processor time (docs/testing.md).
+    _processor_start[item.nodeid] = _processor_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "teardown":
+        start = _processor_start.pop(item.nodeid, None)
+        if start is not None:
+            report.user_properties.append(("tf_ops_processor_s", _processor_seconds() - start))
+
+
+def pytest_runtest_logreport(report):
+    seconds = dict(report.user_properties).get("tf_ops_processor_s")
+    if report.when == "teardown" and seconds is not None:
+        _processor_by_file[report.nodeid.split("::")[0]] += seconds
+        _processor_by_test[report.nodeid] = seconds
+
+
+_processor_start = {}
+_processor_by_file, _processor_by_test = collections.Counter(), collections.Counter()
+
+
 def pytest_terminal_summary(terminalreporter, config):
+    if _processor_by_file:
+        total = sum(_processor_by_file.values())
+        top = ", ".join(f"{name.removeprefix('tests/')} {s:.0f}" for name, s in _processor_by_file.most_common(12))
+        terminalreporter.write_line(f"tf_ops: processor seconds {total:.0f}; by test file, most first: {top}")
+        if config.getoption("durations", None):
+            for name, s in _processor_by_test.most_common(config.getoption("durations")):
+                terminalreporter.write_line(f"{s:8.1f} processor s  {name}")
     if os.environ.get("TF_OPS_EXHAUSTIVE") == "1":
         terminalreporter.write_line("tf_ops: exhaustive tier: full budgets, every test")
         return
