@@ -100,7 +100,7 @@ def _recorded_flags(info):
     return flags + ["-isystem", tf.sysconfig.get_include()]
 
 
-def _core_sha256():
+def core_sha256():
     """The digest of the checkout's cc/core, as setup.py records it with the build."""
     digest = hashlib.sha256()
     for path in sorted(p for p in (ROOT / "cc" / "core").rglob("*") if p.is_file()):
@@ -113,7 +113,7 @@ def _library_link_flags(info):
     """Link flags of a program that calls the installed library's core: the library, the two
     TensorFlow libraries it needs, and a run path to both as RPATH (which, unlike RUNPATH, also
     serves the library's own dependencies)."""
-    assert info.get("core_sha256") == _core_sha256(), (
+    assert info.get("core_sha256") == core_sha256(), (
         f"the installed tf_ops ({tf_ops.__file__}) was not built from this checkout's cc/core "
         f"(built from {info.get('source_dir')}); reinstall it: python -m pip install .")
     library = os.path.join(os.path.dirname(tf_ops.__file__), "_tf_ops.so")
