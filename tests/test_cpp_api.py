@@ -27,6 +27,16 @@ OP_CLASSES = ["Conv2D", "Conv2DBackpropInput", "Conv2DBackpropInputV2", "Conv2DB
               "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter"]
 
 
+def assert_example_ok(test, proc):
+    test.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+    test.assertIn("TfOps>Conv2DBackpropInput -> [1,8,8,2]", proc.stdout)
+    diffs = [float(v) for v in re.findall(r"max \|diff\| = (\S+)", proc.stdout)]
+    test.assertLen(diffs, 4, proc.stdout)
+    for d in diffs:
+        test.assertLessEqual(d, 1e-4, proc.stdout)
+    test.assertIn("tf_ops example: OK", proc.stdout)
+
+
 class CppApiTest(tf.test.TestCase):
 
     @classmethod
@@ -67,36 +77,7 @@ class CppApiTest(tf.test.TestCase):
         return [line[5:] for line in out.splitlines() if line.startswith("ok  ")]
 
     def test_example_agrees_with_tensorflow(self):
-        self._assert_example_ok(self._run("tf_ops_example"))
-
-    @pytest.mark.exhaustive
-    def test_readme_one_liner_builds_the_example_from_the_installed_package(self):
-        # The README's build: the example alone in a folder of its own, one g++ line whose
-        # flags all come from the installed package (no checkout on any path), then run.
-        with tempfile.TemporaryDirectory() as tmp:
-            shutil.copy(cc_build.ROOT / "examples/cpp/tf_ops_example.cc", tmp)
-            line = (f"{shlex.quote(cc_build.CXX)} -O2 tf_ops_example.cc "
-                    f"$({shlex.quote(sys.executable)} -m tf_ops.sysconfig --cflags --libs) -o tf_ops_example")
-            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-            env.pop("PYTHONPATH", None)
-            build = subprocess.run(["bash", "-c", line], cwd=tmp, capture_output=True, text=True,
-                                   timeout=600, env=env)
-            self.assertEqual(build.returncode, 0, line + "\n" + build.stdout + build.stderr)
-            flags = subprocess.run([sys.executable, "-m", "tf_ops.sysconfig", "--cflags", "--libs"],
-                                   cwd=tmp, capture_output=True, text=True, env=env).stdout
-            # The checkout or a path inside it (a sibling such as <checkout>_venv is not one).
-            self.assertNotRegex(flags, rf"{re.escape(str(cc_build.ROOT))}(/|\s|,|$)")
-            self._assert_example_ok(subprocess.run(["./tf_ops_example"], cwd=tmp, capture_output=True,
-                                                   text=True, timeout=300, env=env))
-
-    def _assert_example_ok(self, proc):
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        self.assertIn("TfOps>Conv2DBackpropInput -> [1,8,8,2]", proc.stdout)
-        diffs = [float(v) for v in re.findall(r"max \|diff\| = (\S+)", proc.stdout)]
-        self.assertLen(diffs, 4, proc.stdout)
-        for d in diffs:
-            self.assertLessEqual(d, 1e-4, proc.stdout)
-        self.assertIn("tf_ops example: OK", proc.stdout)
+        assert_example_ok(self, self._run("tf_ops_example"))
 
     def test_cpp_api(self):
         proc = self._run("cpp_api_test")
@@ -125,6 +106,30 @@ class CppApiTest(tf.test.TestCase):
         self.assertTrue(any(line.startswith("unlinked: CheckOpsRegistered") for line in ok), ok)
         self.assertTrue(any(line.startswith("loaded at run time: Conv2D gradient")
                             for line in ok), ok)
+
+
+class ReadmeOneLinerTest(tf.test.TestCase):
+    """The README's build of the example, alone (CI's wheel job runs it on the installed wheel)."""
+
+    @pytest.mark.exhaustive
+    def test_readme_one_liner_builds_the_example_from_the_installed_package(self):
+        # The README's build: the example alone in a folder of its own, one g++ line whose
+        # flags all come from the installed package (no checkout on any path), then run.
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copy(cc_build.ROOT / "examples/cpp/tf_ops_example.cc", tmp)
+            line = (f"{shlex.quote(cc_build.CXX)} -O2 tf_ops_example.cc "
+                    f"$({shlex.quote(sys.executable)} -m tf_ops.sysconfig --cflags --libs) -o tf_ops_example")
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+            env.pop("PYTHONPATH", None)
+            build = subprocess.run(["bash", "-c", line], cwd=tmp, capture_output=True, text=True,
+                                   timeout=600, env=env)
+            self.assertEqual(build.returncode, 0, line + "\n" + build.stdout + build.stderr)
+            flags = subprocess.run([sys.executable, "-m", "tf_ops.sysconfig", "--cflags", "--libs"],
+                                   cwd=tmp, capture_output=True, text=True, env=env).stdout
+            # The checkout or a path inside it (a sibling such as <checkout>_venv is not one).
+            self.assertNotRegex(flags, rf"{re.escape(str(cc_build.ROOT))}(/|\s|,|$)")
+            assert_example_ok(self, subprocess.run(["./tf_ops_example"], cwd=tmp, capture_output=True,
+                                                      text=True, timeout=300, env=env))
 
 
 if __name__ == "__main__":

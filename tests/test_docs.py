@@ -57,7 +57,7 @@ PATH_EXTENSIONS = {".py", ".md", ".h", ".cc", ".cu", ".cuh", ".inc", ".sh", ".bz
 README_MAX_LINES = 250
 
 RUN, CI, TEST = "run", "ci", "test"
-CPP_ONE_LINER = ("test_cpp_api.CppApiTest."
+CPP_ONE_LINER = ("test_cpp_api.ReadmeOneLinerTest."
                  "test_readme_one_liner_builds_the_example_from_the_installed_package")
 COMMANDS = {
     # Set-up, main job, tests (README.md, docs/testing.md).
