@@ -270,8 +270,15 @@ class BuildTfOpsLibrary(build_ext):
         os.makedirs(os.path.dirname(out), exist_ok=True)
 
         def run(cmd):
+            """Runs cmd, showing it and its output; returns the output."""
             print(" ".join(shlex.quote(c) for c in cmd), flush=True)
-            subprocess.check_call(cmd)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            sys.stdout.write(proc.stdout)
+            sys.stderr.write(proc.stderr)
+            sys.stdout.flush(), sys.stderr.flush()
+            if proc.returncode != 0:
+                raise subprocess.CalledProcessError(proc.returncode, cmd)
+            return proc.stdout + proc.stderr
 
         def object_of(src):
             return os.path.join(obj_dir, src.replace("/", "_") + ".o")
@@ -316,13 +323,7 @@ class BuildTfOpsLibrary(build_ext):
             # nvcc's output is kept with the build (an empty one under TF_OPS_WERROR=1 is the
             # proof that the kernels build warning-clean, tests/test_cuda_kernels.py).
             obj = object_of(src)
-            cmd = [nvcc] + nvcc_flags + ["-c", os.path.join(HERE, src), "-o", obj]
-            print(" ".join(shlex.quote(c) for c in cmd), flush=True)
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            print(proc.stdout + proc.stderr, end="", flush=True)
-            if proc.returncode != 0:
-                raise subprocess.CalledProcessError(proc.returncode, cmd)
-            cuda["output"][src] = proc.stdout + proc.stderr
+            cuda["output"][src] = run([nvcc] + nvcc_flags + ["-c", os.path.join(HERE, src), "-o", obj])
             return obj
 
         def compile_with_cuda(src):

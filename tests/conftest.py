@@ -117,8 +117,9 @@ def pytest_terminal_summary(terminalreporter, config):
         total = sum(_processor_by_file.values())
         top = ", ".join(f"{name.removeprefix('tests/')} {s:.0f}" for name, s in _processor_by_file.most_common(12))
         terminalreporter.write_line(f"tf_ops: processor seconds {total:.0f}; by test file, most first: {top}")
-        if config.getoption("durations", None):
-            for name, s in _processor_by_test.most_common(config.getoption("durations")):
+        durations = config.getoption("durations", None)
+        if durations is not None:  # as pytest's own list: 0 for every test
+            for name, s in _processor_by_test.most_common(durations or None):
                 terminalreporter.write_line(f"{s:8.1f} processor s  {name}")
     if os.environ.get("TF_OPS_EXHAUSTIVE") == "1":
         terminalreporter.write_line("tf_ops: exhaustive tier: full budgets, every test")

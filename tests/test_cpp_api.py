@@ -129,7 +129,7 @@ class ReadmeOneLinerTest(tf.test.TestCase):
             # The checkout or a path inside it (a sibling such as <checkout>_venv is not one).
             self.assertNotRegex(flags, rf"{re.escape(str(cc_build.ROOT))}(/|\s|,|$)")
             assert_example_ok(self, subprocess.run(["./tf_ops_example"], cwd=tmp, capture_output=True,
-                                                      text=True, timeout=300, env=env))
+                                                   text=True, timeout=300, env=env))
 
 
 if __name__ == "__main__":

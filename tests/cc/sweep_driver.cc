@@ -1128,19 +1128,19 @@ class Runner {
       for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(static_cast<float>(v[i]));
       return out;
     };
-    const auto absolute = [](const std::vector<T>& v) {
-      std::vector<double> out(probe ? 0 : v.size());
-      for (size_t i = 0; i < out.size(); ++i) out[i] = std::fabs(static_cast<double>(static_cast<float>(v[i])));
+    // |value| as T, in float64: the Lanes' absolute lane of this type (Winograd's scales).
+    const auto absolute = [](const std::vector<Lanes>& v) {
+      std::vector<double> out(v.size());
+      for (size_t i = 0; i < v.size(); ++i) out[i] = v[i].v[kTypes + TypeInfo<T>::index];
       return out;
     };
     const std::vector<T> xt = as_t(x, g.input_elements()), dyt = as_t(dy, g.output_elements());
     std::vector<T> wt = as_t(w, g.filter_elements());
-    const std::vector<double> xa = absolute(xt), wa = absolute(wt), dya = absolute(dyt);
     if (plant_fault) wt.back() = static_cast<T>(0.0f);
     const int64_t taps = g.filter_rows * g.filter_cols;
     if (s.directions & kForward) {
       Check<T>(s, g, "forward", g.output_elements(), taps * g.filter_in_depth,
-               [&] { return WinogradScale(g, s.layout, true, xa, wa); },
+               [&] { return WinogradScale(g, s.layout, true, absolute(lanes_x_), absolute(lanes_w_)); },
                [&](T* out, const ParallelFor& pf) {
                  return FastConvForward<T>(g, s.layout, xt.data(), wt.data(), out, pf);
                },
@@ -1150,7 +1150,7 @@ class Runner {
     }
     if (s.directions & kInput) {
       Check<T>(s, g, "backprop input", g.input_elements(), taps * g.out_depth_per_group(),
-               [&] { return WinogradScale(g, s.layout, false, dya, wa); },
+               [&] { return WinogradScale(g, s.layout, false, absolute(lanes_dy_), absolute(lanes_w_)); },
                [&](T* out, const ParallelFor& pf) {
                  return FastConvBackpropInput<T>(g, s.layout, wt.data(), dyt.data(), out, pf);
                },
@@ -1160,7 +1160,7 @@ class Runner {
     }
     if (s.directions & kFilter) {
       Check<T>(s, g, "backprop filter", g.filter_elements(), g.batch * g.out_rows * g.out_cols,
-               [&] { return WinogradFilterScale(g, s.layout, xa, dya); },
+               [&] { return WinogradFilterScale(g, s.layout, absolute(lanes_x_), absolute(lanes_dy_)); },
                [&](T* out, const ParallelFor& pf) {
                  return FastConvBackpropFilter<T>(g, s.layout, xt.data(), dyt.data(), out, pf);
                },
