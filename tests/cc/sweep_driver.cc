@@ -14,11 +14,12 @@
 //     rounds once, from a float sum); cancellation can neither hide nor fake an error, and a
 //     product lost from a long 16-bit sum is not hidden under u_out sum|p|;
 //   - bitwise against itself with the work split into other ranges run in another order.
-// At the end, every path of coverage.h and every micro-kernel of the active instruction
-// set's table must have been reached, or the sweep fails.
+// At the end, every algorithm the planner can name (plan.h), every path of coverage.h and
+// every micro-kernel of the active instruction set's table must have been reached, or the
+// sweep fails.
 //
 // Usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage]
-//                     [--no-values] [--list] [--plant-fault]
+//                     [--no-values] [--list] [--plant-fault] [--digest]
 // --sample N runs about one geometry in N of each part of each space (and at least the
 // first of each part) and still requires every path and micro-kernel to be reached: a
 // shorter run for slow builds (the sanitized one).
@@ -30,6 +31,8 @@
 // reports are what it is run for, the values being checked by the unsanitized sweep.
 // --plant-fault hands the fast kernels a filter with its last value zeroed (the reference
 // keeps it): a test that the checks report a kernel that drops a filter tap.
+// --digest prints, per instruction set, a digest of the bits of every fast result in the order
+// they ran: a refactor of the kernels that changes no result leaves it as it was.
 // The instruction set is the processor's best, capped by TF_OPS_CPU_ISA; --isas A,B,... runs
 // each case on every one of those caps in turn (one block of results each, in that order),
 // computing its float64 results once: for all three element types and both sums (exact and
@@ -58,6 +61,7 @@
 #include "cc/core/cpu/coverage.h"
 #include "cc/core/cpu/direct_loops.h"
 #include "cc/core/cpu/microkernels.h"
+#include "cc/core/cpu/plan.h"
 
 namespace tf_ops {
 namespace cpu {
@@ -805,6 +809,9 @@ struct Stats {
   double worst[3] = {0, 0, 0};  // largest error / bound, by element type
   double worst_winograd[3] = {0, 0, 0};  // the same for Winograd runs, against its bound
   double winograd_factor[3] = {0, 0, 0};  // Winograd's error in units of 2 (n + 16) u P
+  // The bits of every result of the fast kernels, in the order they ran (--digest): equal
+  // digests before and after a change of the kernels' code show it changed no result.
+  uint64_t digest = 0;
 };
 
 template <typename T>
@@ -1067,6 +1074,14 @@ std::vector<double> WinogradFilterScale(const ConvGeometry& g, Layout layout, co
   return scale;
 }
 
+// splitmix64's finaliser: a fixed scramble of the bits of x.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15u;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
+}
+
 class Runner {
  public:
   explicit Runner(Stats* stats) : stats_(stats) {}
@@ -1208,6 +1223,11 @@ class Runner {
     const bool winograd = WinogradCount() != before;
     if (exact && winograd) return Fail(s, g, direction, TypeInfo<T>::name, "Winograd ran in exact mode");
     if (winograd) ++stats_->winograd_runs;
+    for (int64_t i = 0; i < size; ++i) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, &fast[i], sizeof(T));
+      stats_->digest = Mix(stats_->digest ^ bits);
+    }
     op(split.data(), reversed);
     if (std::memcmp(fast.data(), split.data(), size * sizeof(T)) != 0) {
       return Fail(s, g, direction, TypeInfo<T>::name, "results differ bitwise between work splits");
@@ -1292,13 +1312,6 @@ class Runner {
   std::vector<Lanes> lanes_x_, lanes_w_, lanes_dy_;
 };
 
-// splitmix64's finaliser: a fixed scramble of the bits of x.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15u;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-  return x ^ (x >> 31);
-}
 
 // What the run has not reached of the paths and kernels this instruction set's table has, a
 // line each ("path: NAME", "kernel: NAME[I] kind K"); the kernels listed and missed. With
@@ -1331,6 +1344,23 @@ std::vector<std::string> Unreached(const coverage::Record& record, bool print, i
   const auto in = [](const Paths& paths, Path path) {
     return std::find(paths.begin(), paths.end(), path) != paths.end();
   };
+  // Every algorithm the planner can name (plan.h), read from its enum: a new one that no
+  // geometry reaches fails the sweep. The direct loops are the sweep's reference, never a
+  // plan of the cases it runs; space-to-depth GEMM passes and bordered columns are AMX's, the
+  // filter tiles need the bfloat16 pair kernels.
+  for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {
+    const Algorithm algorithm = static_cast<Algorithm>(a);
+    const uint64_t n = AlgorithmCount(record, a);
+    const bool expected = algorithm != Algorithm::kDirect &&
+                          (amx || (algorithm != Algorithm::kSpaceToDepth &&
+                                   algorithm != Algorithm::kIndirectBordered)) &&
+                          (pairs || algorithm != Algorithm::kFilterTiles);
+    if (print) {
+      std::printf("  algorithm %-65s %llu%s\n", AlgorithmName(algorithm), (unsigned long long)n,
+                  expected ? "" : " (not in this instruction set's table)");
+    }
+    if (n == 0 && expected) missed.push_back(std::string("algorithm: ") + AlgorithmName(algorithm));
+  }
   for (int p = 0; p < static_cast<int>(Path::kCount); ++p) {
     const Path path = static_cast<Path>(p);
     const uint64_t n = PathCount(record, path);
@@ -1392,7 +1422,7 @@ void Activate(IsaRun& run, Runner& runner) {
 int Main(int argc, char** argv) {
   std::string only;
   int64_t shard = 0, shards = 1, sample = 1;
-  bool coverage = true, list = false, fill = false;
+  bool coverage = true, list = false, fill = false, digest = false;
   std::vector<IsaRun> runs;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -1428,12 +1458,14 @@ int Main(int argc, char** argv) {
       coverage = false;
     } else if (arg == "--no-values") {
       check_values = false;
+    } else if (arg == "--digest") {
+      digest = true;
     } else if (arg == "--list") {
       list = true;
     } else if (arg == "--plant-fault") {
       plant_fault = true;
     } else {
-      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage] [--no-values] [--list] [--plant-fault]\n");
+      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage] [--no-values] [--list] [--plant-fault] [--digest]\n");
       return 2;
     }
   }
@@ -1528,6 +1560,7 @@ int Main(int argc, char** argv) {
     std::printf("cases %lld runs %lld failures %lld\n", (long long)stats.cases, (long long)stats.runs,
                 (long long)stats.failures);
     if (fill) std::printf("filled %lld\n", (long long)filled);
+    if (digest) std::printf("digest %016llx\n", (unsigned long long)stats.digest);
     if (!check_values) {
       std::printf("values not checked (--no-values); winograd runs %lld\n", (long long)stats.winograd_runs);
     } else {

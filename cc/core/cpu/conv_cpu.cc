@@ -1,11 +1,15 @@
 #include "cc/core/cpu/conv_cpu.h"
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
 #include "cc/core/cpu/conv_fast.h"
 #include "cc/core/cpu/direct_loops.h"
+#include "cc/core/cpu/plan.h"
 
 namespace tf_ops {
 namespace cpu {
@@ -19,30 +23,52 @@ bool DirectKernelsForced() {
   const char* v = std::getenv("TF_OPS_CPU_KERNELS");
   return v != nullptr && std::strcmp(v, "direct") == 0;
 }
+
+bool Verbose() {
+  const char* v = std::getenv("TF_OPS_VERBOSE");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+// Runs one call: the plan's executor, or the direct loops `direct` where the plan is theirs.
+// Under TF_OPS_VERBOSE=1, prints the plan and the call's time to stderr.
+template <typename T, typename Direct>
+void RunCall(ConvDirection direction, const ConvGeometry& g, Layout layout, const T* a, const T* b, T* out,
+             const ParallelFor& parallel_for, const Direct& direct) {
+  const bool verbose = Verbose();
+  const auto start = std::chrono::steady_clock::now();
+  const Plan plan = PlanCall(direction, g, layout, ElementOf<T>());
+  if (!RunPlan(plan, g, a, b, out, parallel_for)) direct();
+  if (verbose) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "tf_ops_verbose cpu %s time_ms=%.3f\n", DescribePlan(plan).c_str(), ms);
+  }
+}
 }  // namespace
+
+Plan PlanCall(ConvDirection direction, const ConvGeometry& g, Layout layout, Element element) {
+  if (DirectKernelsForced()) return DirectPlan(direction, layout, element);
+  return PlanConv(direction, g, layout, element, ExactMode());
+}
 
 template <typename T>
 void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
                  const ParallelFor& parallel_for) {
-  if (DirectKernelsForced() || !FastConvForward(g, layout, x, w, y, parallel_for)) {
-    DirectConvForward(g, layout, x, w, y, parallel_for);
-  }
+  RunCall(ConvDirection::kForward, g, layout, x, w, y, parallel_for,
+          [&] { DirectConvForward(g, layout, x, w, y, parallel_for); });
 }
 
 template <typename T>
 void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
                        const ParallelFor& parallel_for) {
-  if (DirectKernelsForced() || !FastConvBackpropInput(g, layout, w, dy, dx, parallel_for)) {
-    DirectConvBackpropInput(g, layout, w, dy, dx, parallel_for);
-  }
+  RunCall(ConvDirection::kBackpropInput, g, layout, dy, w, dx, parallel_for,
+          [&] { DirectConvBackpropInput(g, layout, w, dy, dx, parallel_for); });
 }
 
 template <typename T>
 void ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
                         const ParallelFor& parallel_for) {
-  if (DirectKernelsForced() || !FastConvBackpropFilter(g, layout, x, dy, dw, parallel_for)) {
-    DirectConvBackpropFilter(g, layout, x, dy, dw, parallel_for);
-  }
+  RunCall(ConvDirection::kBackpropFilter, g, layout, x, dy, dw, parallel_for,
+          [&] { DirectConvBackpropFilter(g, layout, x, dy, dw, parallel_for); });
 }
 
 #define TF_OPS_INSTANTIATE(T)                                                              \

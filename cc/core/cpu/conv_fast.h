@@ -25,6 +25,8 @@
 #ifndef TF_OPS_CC_CORE_CPU_CONV_FAST_H_
 #define TF_OPS_CC_CORE_CPU_CONV_FAST_H_
 
+#include <string>
+
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
 
@@ -53,6 +55,11 @@ bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, co
 // already running keep the mode they started with.
 void SetExactMode(bool exact);
 bool ExactMode();
+
+// What a call of ConvForward (direction 0), ConvBackpropInput (1) or ConvBackpropFilter (2) on
+// elements of type half (element 0), bfloat16 (1), float (2), double (3) or int32 (4) would run
+// now, without running it: its plan (plan.h) as one line of key=value fields (DescribePlan).
+std::string ExplainCpuCall(int direction, int element, const ConvGeometry& g, Layout layout);
 
 // The instruction set of the micro-kernels in use ("amx_bf16", "avx512_bf16", "avx512",
 // "avx2" or "generic").

@@ -246,14 +246,13 @@ void WriteTiles(const Problem& p, const TileGrid& grid, WinogradOutputFn output_
 }
 
 // Whether the shape is Winograd's, in a kind it runs: 3x3, stride and dilation 1, at least
-// kMinChannels a group on both sides and kMinTilePixels output pixels a tile, outside exact
-// mode.
+// kMinChannels a group on both sides and kMinTilePixels output pixels a tile (exact mode is
+// the planner's to read).
 template <typename T>
 bool WinogradShape(const ConvGeometry& g, bool forward) {
   if constexpr (KindOf<T>() < 0) {
     return false;
   } else {
-    if (ExactMode()) return false;
     if (g.filter_rows != 3 || g.filter_cols != 3 || g.stride_rows != 1 || g.stride_cols != 1 ||
         g.dilation_rows != 1 || g.dilation_cols != 1) {
       return false;

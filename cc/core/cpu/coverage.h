@@ -1,4 +1,4 @@
-// Which fast paths and micro-kernels the CPU kernels take: a record for the tests that prove
+// Which plans' algorithms, fast paths and micro-kernels the CPU kernels take: a record for the tests that prove
 // every one of them against the direct loops (tests/cc/sweep_driver.cc fails when one is
 // never reached). Off unless a test turns it on; while off, a record is one relaxed load and
 // a branch, taken once per pass or per micro-kernel call.
@@ -132,8 +132,12 @@ inline const char* PathName(Path p) {
 
 namespace coverage {
 
-// One record of paths taken and micro-kernels called.
+// Algorithms (plan.h's Algorithm) a record has room for.
+inline constexpr int kMaxAlgorithms = 32;
+
+// One record of the plans' algorithms run, paths taken and micro-kernels called.
 struct Record {
+  std::atomic<uint64_t> algorithm_counts[kMaxAlgorithms] = {};
   std::atomic<uint64_t> path_counts[static_cast<int>(Path::kCount)] = {};
   // The micro-kernels called, by address: an open-addressed set, lock-free (0 = empty slot).
   static constexpr int kKernelSlots = 4096;
@@ -166,6 +170,16 @@ inline void Note(Path p) {
     r->path_counts[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
   }
 }
+
+// Records that a plan of algorithm `a` (plan.h's Algorithm, as an int) ran.
+inline void NoteAlgorithm(int a) {
+  coverage::Record* r = coverage::current.load(std::memory_order_relaxed);
+  if (r != nullptr && a >= 0 && a < coverage::kMaxAlgorithms) {
+    r->algorithm_counts[a].fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+inline uint64_t AlgorithmCount(const coverage::Record& r, int a) { return r.algorithm_counts[a].load(); }
 
 // Records that micro-kernel `fn` (a function pointer) was called.
 template <typename Fn>

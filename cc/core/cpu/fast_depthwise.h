@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <vector>
 
 #include "cc/core/conv_geometry.h"

@@ -96,6 +96,50 @@ inline std::vector<DimPart> Parts(const DimMap& d, bool split) {
   return parts;
 }
 
+// The parts of an indirect pass's rows and columns: each dimension's classes whole, or split
+// into edges and interior where that computes fewer products (tiles then skip the taps that
+// read padding instead of multiplying zeros); and the pass's blocks of tiles (its work units
+// per column block).
+struct IndirectLayout {
+  std::vector<DimPart> parts_h, parts_w;
+  bool split = false;
+  int64_t blocks = 0;
+};
+
+inline IndirectLayout PlanIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t mr) {
+  const std::vector<DimPart> choices_h[2] = {Parts(dh, false), Parts(dh, true)};
+  const std::vector<DimPart> choices_w[2] = {Parts(dw, false), Parts(dw, true)};
+  int best = 0;
+  int64_t fewest = -1;
+  for (int split = 0; split < 4; ++split) {
+    int64_t products = 0;
+    for (const DimPart& a : choices_h[split & 1]) {
+      for (const DimPart& b : choices_w[split >> 1]) {
+        const int64_t tiles = CeilDiv(batch * a.count * b.count, mr);
+        products += tiles * mr * static_cast<int64_t>(a.taps.size() * b.taps.size());
+      }
+    }
+    if (fewest < 0 || products < fewest) fewest = products, best = split;
+  }
+  IndirectLayout layout;
+  layout.parts_h = choices_h[best & 1];
+  layout.parts_w = choices_w[best >> 1];
+  layout.split = layout.parts_h.size() > static_cast<size_t>(dh.classes()) ||
+                 layout.parts_w.size() > static_cast<size_t>(dw.classes());
+  const int64_t tiles_per_block = std::max<int64_t>(1, kGemmPixelsPerBlock / mr);
+  for (const DimPart& ph : layout.parts_h) {
+    for (const DimPart& pw : layout.parts_w) {
+      layout.blocks += CeilDiv(CeilDiv(batch * ph.count * pw.count, mr), tiles_per_block);
+    }
+  }
+  return layout;
+}
+
+// Blocks of tiles of an indirect pass over `batch` images (PlanIndirect).
+inline int64_t IndirectBlocks(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t mr) {
+  return PlanIndirect(batch, dh, dw, mr).blocks;
+}
+
 // Where one column block of an indirect pass reads and writes.
 struct ColumnBlock {
   int64_t src_offset = 0;  // channel offset in each source pixel
@@ -136,32 +180,12 @@ void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filt
   };
   const int64_t block_target = kGemmPixelsPerBlock;
   const int64_t tiles_per_block = std::max<int64_t>(1, block_target / mr);
-  // Split the edges from the interior where that computes fewer products: tiles then skip
-  // the taps that read padding instead of multiplying zeros.
-  const std::vector<DimPart> choices_h[2] = {Parts(dh, false), Parts(dh, true)};
-  const std::vector<DimPart> choices_w[2] = {Parts(dw, false), Parts(dw, true)};
-  int best = 0;
-  int64_t fewest = -1;
-  for (int split = 0; split < 4; ++split) {
-    int64_t products = 0;
-    for (const DimPart& a : choices_h[split & 1]) {
-      for (const DimPart& b : choices_w[split >> 1]) {
-        const int64_t tiles = CeilDiv(batch * a.count * b.count, mr);
-        products += tiles * mr * static_cast<int64_t>(a.taps.size() * b.taps.size());
-      }
-    }
-    if (fewest < 0 || products < fewest) fewest = products, best = split;
-  }
-  const std::vector<DimPart>& parts_h = choices_h[best & 1];
-  const std::vector<DimPart>& parts_w = choices_w[best >> 1];
-  if (parts_h.size() > static_cast<size_t>(dh.classes()) ||
-      parts_w.size() > static_cast<size_t>(dw.classes())) {
-    Note(Path::kIndirectEdgesSplit);
-  }
+  const IndirectLayout layout = PlanIndirect(batch, dh, dw, mr);
+  if (layout.split) Note(Path::kIndirectEdgesSplit);
   std::vector<Class> classes;
   int64_t blocks = 0;
-  for (const DimPart& ph : parts_h) {
-    for (const DimPart& pw : parts_w) {
+  for (const DimPart& ph : layout.parts_h) {
+    for (const DimPart& pw : layout.parts_w) {
       const int64_t pixels = batch * ph.count * pw.count;
       if (pixels == 0) continue;
       classes.push_back({ph.first, pw.first, ph.count, pw.count, pixels, blocks,

@@ -1,0 +1,476 @@
+#include "cc/core/cpu/plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+
+#include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
+#include "cc/core/cpu/conv_winograd.h"
+#include "cc/core/cpu/fast_space_to_depth.h"
+
+namespace tf_ops {
+namespace cpu {
+
+using namespace fast;  // fast_common.h
+
+const char* AlgorithmName(Algorithm a) {
+  static const char* const names[] = {
+#define TF_OPS_ALGORITHM_NAME(id, name, what) name,
+      TF_OPS_CPU_ALGORITHMS(TF_OPS_ALGORITHM_NAME)
+#undef TF_OPS_ALGORITHM_NAME
+  };
+  const int i = static_cast<int>(a);
+  return i >= 0 && i < static_cast<int>(Algorithm::kCount) ? names[i] : "?";
+}
+
+namespace {
+
+// Floats of packed filter one reduction chunk may span: within the L2 cache of server cores.
+// Shorter chunks re-walk every tile's source pixels once per chunk.
+constexpr int64_t kPanelFloats = 192 * 1024;
+
+// A forward pass over float activations reads the filter in place, unpacked, where its output
+// channels fill whole column blocks and (indirect passes) it has at most kMaxInPlaceTaps taps
+// and computes at most kMaxInPlacePixels pixels: packing costs a pass over the filter, while in
+// place the taps' rows, FI * K floats apart, share the L2 cache's sets, which costs more the
+// more taps and pixels read them.
+constexpr int64_t kMaxInPlaceTaps = 9;
+constexpr int64_t kMaxInPlacePixels = 4096;
+
+// A strided pass runs as Winograd over a space-to-depth copy (kWinogradSpaceToDepth) where
+// Winograd's products are at most this share of the strided pass's: the copies and the zero
+// taps that pad the filter to whole strides cost the rest.
+constexpr double kPhasesMaxProducts = 0.6;
+
+// NCHW passes run on NHWC copies of this many elements at most (and at least one image), and
+// space-to-depth passes on copies of as many: bounded workspace, still whole images.
+constexpr int64_t kNchwChunkElements = int64_t{1} << 21;
+
+// Half and bfloat16 filter gradients widened to float run on float copies of chunks of images
+// of about this many bytes (x and dy together, at least one image): bounded copies, long
+// enough that a chunk is not a pass per image.
+constexpr int64_t kWidenChunkBytes = int64_t{4} << 20;
+
+// Most elements of a chunk of backprop input's copy of dy with bordered columns.
+constexpr int64_t kMaxBorderedCopy = int64_t{1} << 20;
+
+// Images per NHWC copy of an NCHW pass whose images have `elements` elements.
+int64_t NchwChunk(int64_t batch, int64_t elements) {
+  return std::max<int64_t>(1, std::min(batch, kNchwChunkElements / std::max<int64_t>(1, elements)));
+}
+
+bool AnyEmpty(const ConvGeometry& g) {
+  return g.input_elements() <= 0 || g.filter_elements() <= 0 || g.output_elements() <= 0;
+}
+
+// Whether bfloat16 GEMMs run on AMX tiles. Read from the table's name: the AMX table is built
+// by code compiled for AVX-512, which a processor without AVX-512 cannot run.
+bool AmxTiles() { return std::strcmp(Kernels().isa, "amx_bf16") == 0; }
+
+// Calls fn(T{}) with T the element type of `kind` (float, half or bfloat16).
+template <typename Fn>
+auto WithKind(int kind, const Fn& fn) {
+  if (kind == kElemF16) return fn(Eigen::half());
+  if (kind == kElemBF16) return fn(Eigen::bfloat16());
+  return fn(float());
+}
+
+// Whether a strided forward or backprop-input pass runs as Winograd F(4x4, 3x3) over a
+// space-to-depth copy: its filter spans three strides each way (5x5 and 6x6 at stride 2, 7x7 to
+// 9x9 at stride 3), padded with zero taps to whole strides, and the stride-1 pass over the copy,
+// 3x3 over stride-rows x stride-cols times the input channels, is one Winograd takes, with at
+// most kPhasesMaxProducts of the strided pass's products. Winograd's are 36 x sr x sc per 4x4
+// tile of its destination and channel pair, the destination being the output forward and, for
+// backprop input, the copy of dx. bfloat16 on pairs keeps its direct passes, which run at twice
+// float's rate.
+template <typename T>
+bool WinogradPhasesApply(const ConvGeometry& g, bool forward) {
+  if ((g.stride_rows == 1 && g.stride_cols == 1) || g.dilation_rows != 1 || g.dilation_cols != 1 ||
+      g.groups != 1 || CeilDiv(g.filter_rows, g.stride_rows) != 3 ||
+      CeilDiv(g.filter_cols, g.stride_cols) != 3 ||
+      (KindOf<T>() == kElemBF16 && Kernels().gemm_bf16_pairs != nullptr)) {
+    return false;
+  }
+  const ConvGeometry d = SpaceToDepthGeometry(g);
+  const int64_t rows = forward ? d.out_rows : d.in_rows, cols = forward ? d.out_cols : d.in_cols;
+  const double winograd = 36.0 * g.stride_rows * g.stride_cols * CeilDiv(rows, 4) * CeilDiv(cols, 4);
+  const double strided = 1.0 * g.filter_rows * g.filter_cols * g.out_rows * g.out_cols;
+  return winograd <= kPhasesMaxProducts * strided && WinogradApplies<T>(d, forward);
+}
+
+// The GEMM pass's kind among pointwise, banded (merged or not) and indirect (bordered or not),
+// and what that needs: the rules in the order they are tried.
+//  1. A 1x1 filter at stride 1 without padding reads each computed pixel's own source pixel:
+//     one affine run over every pixel (pointwise).
+//  2. Banded, forward or at stride 1, where the indirect pass would spend about as long setting
+//     up its pixels as computing them: short tiles (reduction x columns <= kBandedTile); on AMX
+//     tiles, stride-1 passes with whole tiles of 32 reduction rows a tap (each band one affine
+//     run, whole_runs), and strided forward passes of filters wider than a column whose rows
+//     hold one to three tiles (strided_rows), whose tiles would otherwise straddle rows.
+//     Merged (the taps of a filter row one reduction) with one group, no column dilation and a
+//     panel of one reduction chunk; on AMX tiles an odd merged reduction of a few channels
+//     gets a zero channel per pixel (pad_pixels), whole pairs in one short tile.
+//     A band copy past kMaxBandCopy elements runs indirect instead.
+//  3. Indirect; for strided backprop input on AMX tiles whose column classes are rows of whole
+//     tiles, over a copy of dy with a zero border (bordered), so that each class's rows are
+//     affine runs of whole tiles.
+void PlanGemmKind(const ConvGeometry& g, GemmPlan* p) {
+  const bool forward = p->forward;
+  const bool stride1 = g.stride_rows == 1 && g.stride_cols == 1;
+  const bool pointwise = g.filter_rows == 1 && g.filter_cols == 1 && stride1 && g.pad_top == 0 &&
+                         g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0;
+  const bool amx_whole = p->amx && p->src_group >= 32;
+  p->whole_runs = amx_whole && stride1;
+  p->strided_rows = amx_whole && forward && !stride1 && g.filter_cols > 1 && g.out_cols >= p->mr &&
+                    g.out_cols <= 3 * p->mr;
+  const int64_t taps = g.filter_rows * g.filter_cols;
+  bool banded = !pointwise && (p->src_group * p->nb <= kBandedTile || p->whole_runs || p->strided_rows) &&
+                (forward || stride1);
+  const bool mergeable = g.groups == 1 && g.dilation_cols == 1 && taps * p->rows * p->row_floats <= kPanelFloats;
+  p->pad_pixels = g.filter_cols > 1 && mergeable && p->amx && p->src_group % 2 == 1 &&
+                  g.filter_cols * (p->src_group + 1) < 32;
+  if (banded) {
+    p->band = PlanBands(g.batch, p->dh, p->dw, g.groups * p->blocks, static_cast<int>(p->mr), p->whole_runs);
+    p->band_copy_too_large = !BandCopyFits(p->band, p->src_channels + (p->pad_pixels ? 1 : 0));
+    banded = !p->band_copy_too_large;
+  }
+  p->reversed = banded && !forward;
+  p->merge = banded && mergeable;
+  p->depth = p->merge && p->pad_pixels ? p->src_group + 1 : p->src_group;
+  p->unit_taps = p->merge ? g.filter_cols : 1;
+  if (banded) {
+    p->algorithm = p->merge ? Algorithm::kBandedMerged : Algorithm::kBanded;
+  } else if (pointwise) {
+    p->algorithm = Algorithm::kPointwise;
+  } else {
+    p->algorithm = Algorithm::kIndirect;
+    if (p->amx && !forward && p->dw.stride > 1) {
+      const std::pair<int64_t, int64_t> border = TransposedBorder(p->dw);
+      bool whole = border.first + border.second > 0;
+      for (int64_t c = 0; c < p->dw.classes() && whole; ++c) whole = p->dw.count(c) % p->mr == 0;
+      if (whole) {
+        p->algorithm = Algorithm::kIndirectBordered;
+        p->border = border;
+        const int64_t image = g.out_rows * (g.out_cols + border.first + border.second) * p->src_channels;
+        p->bordered_images = std::clamp<int64_t>(kMaxBorderedCopy / image, 1, g.batch);
+      }
+    }
+  }
+}
+
+// The filter's panel: read in place (forward floats whose groups' output channels fill whole
+// column blocks: the filter w[t][ci][k] holds every block's panel; a banded pass's kernels read
+// rows of nb floats, so there only a filter of one group and one column block), else packed;
+// backprop input floats are transposed into the panel while packed.
+void PlanPanel(const ConvGeometry& g, int kind, GemmPlan* p) {
+  const int64_t taps = g.filter_rows * g.filter_cols;
+  const int64_t K = g.out_depth, Kg = g.out_depth_per_group();
+  const bool banded = p->algorithm == Algorithm::kBanded || p->algorithm == Algorithm::kBandedMerged;
+  p->filter_in_place = p->forward && kind == kElemF32 && Kg % p->nb == 0 &&
+                       (K == p->nb || (!banded && taps <= kMaxInPlaceTaps &&
+                                       g.batch * g.out_rows * g.out_cols <= kMaxInPlacePixels));
+  p->transpose_in_pack = !p->forward && kind == kElemF32;
+  p->ldb = p->filter_in_place ? K : p->row_floats;
+  p->panel_floats = p->filter_in_place ? 0 : g.groups * p->blocks * taps * p->rows * p->row_floats;
+  // Reduction chunks: the panel of a chunk within kPanelFloats (at least 16 rows); chunks of
+  // pairs start at even rows; on AMX tiles, equal chunks of whole tiles of 32 rows, so that no
+  // chunk's last rows run on the vector kernels.
+  int64_t chunk = std::max<int64_t>(
+      16, std::min<int64_t>(p->src_group, kPanelFloats / std::max<int64_t>(1, taps * p->row_floats)));
+  if (p->pairs) chunk += chunk % 2;
+  if (p->amx && chunk < p->src_group) {
+    chunk = CeilDiv(CeilDiv(p->src_group, CeilDiv(p->src_group, chunk)), 32) * 32;
+  }
+  p->chunk = chunk;
+}
+
+// Work units and workspace of a GEMM pass (the band copies and indirection tables are
+// per-thread scratch, not counted).
+void PlanGemmCosts(const ConvGeometry& g, int64_t element_size, GemmPlan* p) {
+  const int64_t column_blocks = g.groups * p->blocks;
+  const bool directed = !p->forward && !p->transpose_in_pack;  // transposed filter copy
+  p->workspace_bytes = p->panel_floats * 4 + (directed ? g.filter_elements() * element_size : 0);
+  switch (p->algorithm) {
+    case Algorithm::kBanded:
+    case Algorithm::kBandedMerged:
+      p->units = g.batch * p->band.bands * column_blocks;
+      return;
+    case Algorithm::kPointwise: {
+      const int64_t pixels = g.batch * g.in_rows * g.in_cols;
+      p->units = IndirectBlocks(1, ForwardDim(1, 1, 1, 0, 1, 1), ForwardDim(pixels, pixels, 1, 0, 1, 1),
+                                p->mr) * column_blocks;
+      return;
+    }
+    case Algorithm::kIndirectBordered: {
+      p->units = IndirectBlocks(p->bordered_images, p->dh, BorderedTransposed(p->dw, p->border), p->mr) *
+                 column_blocks;
+      const int64_t cols = g.out_cols + p->border.first + p->border.second;
+      p->workspace_bytes += p->bordered_images * g.out_rows * cols * p->src_channels * element_size;
+      return;
+    }
+    default:
+      p->units = IndirectBlocks(g.batch, p->dh, p->dw, p->mr) * column_blocks;
+  }
+}
+
+}  // namespace
+
+void PassDims(const ConvGeometry& g, bool forward, DimMap* dh, DimMap* dw) {
+  if (forward) {
+    *dh = ForwardDim(g.out_rows, g.in_rows, g.stride_rows, g.pad_top, g.dilation_rows, g.filter_rows);
+    *dw = ForwardDim(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, g.filter_cols);
+  } else {
+    *dh = TransposedDim(g.in_rows, g.out_rows, g.stride_rows, g.pad_top, g.dilation_rows, g.filter_rows);
+    *dw = TransposedDim(g.in_cols, g.out_cols, g.stride_cols, g.pad_left, g.dilation_cols, g.filter_cols);
+  }
+}
+
+GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind) {
+  GemmPlan p;
+  p.forward = forward;
+  PassDims(g, forward, &p.dh, &p.dw);
+  p.src_channels = forward ? g.in_depth : g.out_depth;
+  p.dst_channels = forward ? g.out_depth : g.in_depth;
+  // Per group, the GEMM's columns are the destination channels of the group, its reduction the
+  // source channels of the group for every tap.
+  p.dst_group = forward ? g.out_depth_per_group() : g.filter_in_depth;
+  p.src_group = forward ? g.filter_in_depth : g.out_depth_per_group();
+  const GemmKernel& gk = PickGemm(p.dst_group);
+  p.gemm = static_cast<int>(&gk - Kernels().gemm);
+  const GemmKernel& kernels = GemmFor(gk, kind);
+  p.pairs = &kernels != &gk;
+  p.amx = p.pairs && AmxTiles();
+  p.nb = gk.nb, p.mr = kernels.mr;
+  p.blocks = CeilDiv(p.dst_group, p.nb);
+  // bfloat16 pairs along the reduction: a panel of bfloat16 pairs, half a float per value.
+  p.rows = p.pairs ? CeilDiv(p.src_group, 2) * 2 : p.src_group;
+  p.row_floats = p.pairs ? p.nb / 2 : p.nb;
+  PlanGemmKind(g, &p);
+  PlanPanel(g, kind, &p);
+  PlanGemmCosts(g, kind == kElemF32 ? 4 : 2, &p);
+  return p;
+}
+
+namespace {
+
+int KindOfElement(Element e) {
+  return e == Element::kHalf ? kElemF16 : e == Element::kBFloat16 ? kElemBF16 : kElemF32;
+}
+
+int64_t ElementBytes(Element e) {
+  return e == Element::kHalf || e == Element::kBFloat16 ? 2 : e == Element::kDouble ? 8 : 4;
+}
+
+// The NHWC pass of forward or backprop input over g (a chunk's geometry), the rules in order:
+// Winograd over the copy (decided for the whole call), bfloat16 on AMX tiles through a
+// space-to-depth copy, backprop input's merged filter columns (one group, at most 8 input
+// channels, a filter wider than a column), depthwise rows (multiplier 1), the GEMM passes.
+void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
+  if (plan->algorithm == Algorithm::kWinograd) {
+    plan->pass = Algorithm::kWinograd;
+    return;
+  }
+  const bool s2d_amx = kind == kElemBF16 && AmxTiles() && SpaceToDepthApplies(g, forward);
+  if (plan->algorithm == Algorithm::kWinogradSpaceToDepth || s2d_amx) {
+    if (s2d_amx) plan->algorithm = Algorithm::kSpaceToDepth;
+    ConvGeometry d = SpaceToDepthGeometry(g);
+    plan->copy_images = NchwChunk(g.batch, d.in_rows * d.in_cols * d.in_depth);
+    d.batch = plan->copy_images;
+    plan->stride1 = d;
+    const int64_t bytes = ElementBytes(plan->element);
+    plan->workspace_bytes += (d.filter_elements() + d.input_elements()) * bytes;
+    if (s2d_amx) {
+      plan->gemm = PlanGemm(d, forward, kind);
+      plan->pass = plan->gemm.algorithm;
+      plan->units = plan->gemm.units;
+      plan->workspace_bytes += plan->gemm.workspace_bytes;
+    } else {
+      plan->pass = Algorithm::kWinograd;
+    }
+    return;
+  }
+  if (!forward && g.groups == 1 && g.filter_in_depth <= 8 && g.filter_cols > 1) {
+    plan->algorithm = plan->pass = Algorithm::kColumnsMerged;
+    plan->units = g.batch * g.in_rows;
+    return;
+  }
+  if (IsDepthwiseOne(g)) {
+    plan->algorithm = plan->pass = Algorithm::kDepthwiseRows;
+    plan->units = g.batch * (forward ? g.out_rows : g.in_rows);
+    return;
+  }
+  plan->gemm = PlanGemm(g, forward, kind);
+  plan->algorithm = plan->pass = plan->gemm.algorithm;
+  plan->units = plan->gemm.units;
+  plan->workspace_bytes += plan->gemm.workspace_bytes;
+}
+
+// Forward or backprop input: Winograd (3x3 at stride 1, WinogradApplies), Winograd over a
+// space-to-depth copy (WinogradPhasesApply), neither in exact mode; then the pass over each
+// chunk of images (PlanPass).
+void PlanForwardOrInput(const ConvGeometry& g, bool forward, bool exact, Plan* plan) {
+  const int kind = KindOfElement(plan->element);
+  const bool winograd = !exact && WithKind(kind, [&](auto t) { return WinogradApplies<decltype(t)>(g, forward); });
+  const bool phases =
+      !exact && !winograd && WithKind(kind, [&](auto t) { return WinogradPhasesApply<decltype(t)>(g, forward); });
+  plan->algorithm = winograd ? Algorithm::kWinograd : phases ? Algorithm::kWinogradSpaceToDepth : Algorithm::kDirect;
+  plan->winograd = winograd || phases;
+  ConvGeometry gc = g;
+  if (plan->layout == Layout::kNCHW) {
+    const int64_t x_image = g.in_rows * g.in_cols * g.in_depth, y_image = g.out_rows * g.out_cols * g.out_depth;
+    plan->nchw_images = gc.batch = NchwChunk(g.batch, std::max(x_image, y_image));
+    plan->workspace_bytes += gc.batch * (x_image + y_image) * ElementBytes(plan->element);
+  }
+  PlanPass(gc, forward, kind, plan);
+}
+
+// Backprop filter, the rules in order: depthwise (multiplier 1); bfloat16 tiles
+// (FilterTilesApply); Winograd (WinogradFilterApplies, not in exact mode); the GEMM per tap,
+// whose 16-bit operands are widened to float copies where its filter columns merge (they would
+// otherwise be packed once per filter row, a few values at a time).
+void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
+  const int kind = KindOfElement(plan->element);
+  const int64_t bytes = ElementBytes(plan->element);
+  const int64_t in_hw = g.in_rows * g.in_cols, out_hw = g.out_rows * g.out_cols;
+  const int64_t image_elements = in_hw * g.in_depth + out_hw * g.out_depth;
+  const int64_t chunk = NchwChunk(g.batch, std::max(in_hw * g.in_depth, out_hw * g.out_depth));
+  ConvGeometry gc = g;
+  if (plan->layout == Layout::kNCHW) gc.batch = chunk;
+  const bool depthwise = IsDepthwiseOne(g);
+  const bool tiles = kind == kElemBF16 && !depthwise && FilterTilesApply(g);
+  const bool winograd =
+      !exact && !depthwise && !tiles && WithKind(kind, [&](auto t) { return WinogradFilterApplies<decltype(t)>(g); });
+  const GemmKernel& gk = PickGemm(g.out_depth_per_group());
+  plan->filter_gemm = static_cast<int>(&gk - Kernels().gemm);
+  plan->winograd = winograd;
+  if (depthwise) {
+    plan->algorithm = Algorithm::kFilterDepthwise;
+    plan->depthwise_filter = PlanDepthwiseFilter(gc, bytes);
+    plan->slices = plan->depthwise_filter.slices, plan->units = plan->depthwise_filter.units;
+  } else if (tiles) {
+    plan->algorithm = Algorithm::kFilterTiles;
+    plan->tiles = PlanFilterTiles(gc);
+    plan->slices = plan->tiles.slices, plan->units = plan->tiles.units;
+  } else if (winograd) {
+    plan->algorithm = Algorithm::kFilterWinograd;
+    plan->units = 1;
+  } else {
+    plan->algorithm = Algorithm::kFilterGemm;
+    plan->filter = PlanFilter(gc, gk, bytes);
+    plan->widen = kind != kElemF32 && plan->filter.merged_cols > 1;
+    if (plan->widen) {
+      gc.batch = std::min(chunk, std::max<int64_t>(1, kWidenChunkBytes / (4 * image_elements)));
+      plan->filter = PlanFilter(gc, gk, 4);
+    } else {
+      plan->filter = PlanFilter(gc, GemmFor(gk, kind), bytes);
+    }
+    plan->slices = plan->filter.slices, plan->units = plan->filter.units;
+  }
+  plan->pass = plan->algorithm;
+  plan->chunk_images = gc.batch;
+  plan->sums_in_output = kind == kElemF32 && plan->slices == 1;
+  const int64_t chunk_elements = gc.batch * image_elements;
+  plan->workspace_bytes = (plan->sums_in_output ? 0 : plan->slices * g.filter_elements() * 4) +
+                          (plan->layout == Layout::kNCHW ? chunk_elements * bytes : 0) +
+                          (plan->widen ? chunk_elements * 4 : 0);
+}
+
+}  // namespace
+
+Plan DirectPlan(ConvDirection direction, Layout layout, Element element) {
+  Plan plan;
+  plan.direction = direction, plan.layout = layout, plan.element = element;
+  plan.isa = Kernels().isa;
+  return plan;
+}
+
+Plan PlanConv(ConvDirection direction, const ConvGeometry& g, Layout layout, Element element, bool exact) {
+  Plan plan = DirectPlan(direction, layout, element);
+  // The direct loops: element types without fast kernels, and empty operands.
+  if (element == Element::kDouble || element == Element::kInt32 || AnyEmpty(g)) return plan;
+  if (direction == ConvDirection::kBackpropFilter) {
+    PlanFilterDirection(g, exact, &plan);
+  } else {
+    PlanForwardOrInput(g, direction == ConvDirection::kForward, exact, &plan);
+  }
+  return plan;
+}
+
+namespace {
+
+const char* DirectionName(ConvDirection d) {
+  return d == ConvDirection::kForward ? "forward" : d == ConvDirection::kBackpropInput ? "backprop_input"
+                                                                                        : "backprop_filter";
+}
+
+const char* ElementName(Element e) {
+  static const char* const names[] = {"float16", "bfloat16", "float32", "float64", "int32"};
+  return names[static_cast<int>(e)];
+}
+
+void AppendBlocking(const Plan& plan, std::string* out) {
+  char buf[512];
+  buf[0] = '\0';
+  const GemmPlan& p = plan.gemm;
+  switch (plan.pass) {
+    case Algorithm::kPointwise:
+    case Algorithm::kBanded:
+    case Algorithm::kBandedMerged:
+    case Algorithm::kIndirect:
+    case Algorithm::kIndirectBordered:
+      std::snprintf(buf, sizeof(buf), "tile:%lldx%lld,blocks_per_group:%lld,chunk:%lld,panel:%s%s%s",
+                    (long long)p.mr, (long long)p.nb, (long long)p.blocks, (long long)p.chunk, p.filter_in_place ? "in_place" : p.pairs ? "bf16_pairs" : "packed",
+                    p.amx ? ",amx" : "", p.pad_pixels && p.merge ? ",padded_pixels" : "");
+      break;
+    case Algorithm::kFilterGemm:
+      std::snprintf(buf, sizeof(buf), "tile:%lld,merged_cols:%lld,ci_chunk:%lld,k_chunk:%lld,slices:%lld%s",
+                    (long long)plan.filter.mr, (long long)plan.filter.merged_cols, (long long)plan.filter.ci_chunk,
+                    (long long)plan.filter.k_chunk, (long long)plan.slices, plan.widen ? ",widened" : "");
+      break;
+    case Algorithm::kFilterTiles:
+      std::snprintf(buf, sizeof(buf), "k_chunk:%lld,slices:%lld,%s%s", (long long)plan.tiles.k_chunk,
+                    (long long)plan.slices, plan.tiles.amx ? "amx" : "rows", plan.tiles.merged ? ",merged_cols" : "");
+      break;
+    case Algorithm::kFilterDepthwise:
+      std::snprintf(buf, sizeof(buf), "slices:%lld,%s", (long long)plan.slices,
+                    plan.depthwise_filter.whole_rows ? "whole_rows" : "channel_blocks");
+      break;
+    default:
+      break;
+  }
+  std::string blocking = buf;
+  char images[96];
+  if (plan.nchw_images > 0) {
+    std::snprintf(images, sizeof(images), "%snchw_images:%lld", blocking.empty() ? "" : ",", (long long)plan.nchw_images);
+    blocking += images;
+  }
+  if (plan.copy_images > 0) {
+    std::snprintf(images, sizeof(images), "%scopy_images:%lld", blocking.empty() ? "" : ",", (long long)plan.copy_images);
+    blocking += images;
+  }
+  if (!blocking.empty()) *out += " blocking=" + blocking;
+}
+
+}  // namespace
+
+std::string DescribePlan(const Plan& plan) {
+  std::string out = std::string("algorithm=") + AlgorithmName(plan.algorithm);
+  if (plan.pass != plan.algorithm) out += std::string(" pass=") + AlgorithmName(plan.pass);
+  out += std::string(" direction=") + DirectionName(plan.direction);
+  out += std::string(" dtype=") + ElementName(plan.element);
+  out += plan.layout == Layout::kNCHW ? " layout=NCHW" : " layout=NHWC";
+  out += std::string(" isa=") + plan.isa;
+  out += plan.winograd ? " accuracy=winograd" : " accuracy=direct";
+  out += " workspace_bytes=" + std::to_string(plan.workspace_bytes);
+  out += " work_units=" + std::to_string(plan.algorithm == Algorithm::kDirect ? 0 : std::max<int64_t>(1, plan.units));
+  AppendBlocking(plan, &out);
+  return out;
+}
+
+std::string ExplainCpuCall(int direction, int element, const ConvGeometry& g, Layout layout) {
+  return DescribePlan(PlanCall(static_cast<ConvDirection>(direction), g, layout, static_cast<Element>(element)));
+}
+
+}  // namespace cpu
+}  // namespace tf_ops
