@@ -96,6 +96,9 @@ COMMANDS = {
         (TEST, "test_bench.BenchTest.test_onednn_flag_reruns_in_the_other_mode"),
     "python benchmarks/report.py": (RUN, None),
     "python benchmarks/report.py --check": (RUN, None),
+    # Which kernel runs a call (README.md, docs/functions.md).
+    "python -m tf_ops explain conv2d --input 8,56,56,64 --filter 3,3,64,64 --padding SAME":
+        (TEST, "test_explain.CliTest.test_cli_prints_the_plan"),
     # The Keras example (docs/keras.md).
     "python examples/train_decoder.py": (TEST, "test_examples.ExampleTest.test_train_decoder"),
 }

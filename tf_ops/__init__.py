@@ -11,6 +11,7 @@ load_library()
 
 from tf_ops import _gradients  # noqa: E402,F401  (registers gradients)
 from tf_ops import layers  # noqa: E402  (Keras layers, registered for deserialization)
+from tf_ops._explain import Plan, explain  # noqa: E402
 from tf_ops.ops import (  # noqa: E402
     OP_NAMES,
     conv2d,
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "OP_NAMES",
+    "Plan",
     "build_info",
     "conv2d",
     "conv2d_backprop_filter",
@@ -40,6 +42,7 @@ __all__ = [
     "depthwise_conv2d_backprop_input",
     "depthwise_conv2d_native",
     "exact_mode",
+    "explain",
     "gpu_support",
     "layers",
     "library_path",

@@ -6,7 +6,9 @@ a handful of configurations against the float64 reference and TensorFlow's built
 timings, and once per op under tf.function(jit_compile=True) against the reference and the
 kernels. Exits 1 if any row fails.
 
-`python -m tf_ops bench` runs the benchmark instead (python -m tf_ops bench --help).
+`python -m tf_ops bench` runs the benchmark instead (python -m tf_ops bench --help), and
+`python -m tf_ops explain` prints the plan the CPU kernels would run for one call of an op
+(python -m tf_ops explain --help).
 """
 import argparse
 import os
@@ -178,12 +180,16 @@ def main(argv=None):
     if argv[:1] == ["bench"]:
         from tf_ops import _bench
         return _bench.main(argv[1:])
+    if argv[:1] == ["explain"]:
+        from tf_ops import _explain
+        return _explain.main(argv[1:])
     return selfcheck_main(argv)
 
 
 def selfcheck_main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tf_ops", description=__doc__.splitlines()[0],
-                                     epilog="python -m tf_ops bench --help: the benchmark")
+                                     epilog="python -m tf_ops bench --help: the benchmark; "
+                                            "python -m tf_ops explain --help: which kernel runs a call")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per op (median is shown)")
     args = parser.parse_args(argv)
 

@@ -1,0 +1,430 @@
+"""tf_ops.explain: the plan the CPU kernels would run for one call of an op, without running it.
+
+The plan comes from the op library (TfOpsExplainCpu), which decides it as a call of the op
+would now: for this processor's instruction set and the current exact mode. The same fields
+make up the line that every CPU op call prints to stderr when TF_OPS_VERBOSE=1, so a plan
+can be checked against what ran (_from_line reads either line).
+"""
+import argparse
+import ctypes
+import dataclasses
+import sys
+from typing import Mapping, Optional
+
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+
+from tf_ops import _loader
+from tf_ops import ops as _ops
+
+FORWARD, BACKPROP_INPUT, BACKPROP_FILTER = 0, 1, 2
+
+# TensorFlow's op names: (direction, depthwise). Each is registered as "TfOps>" + name.
+_RAW_OPS = {
+    "Conv2D": (FORWARD, False),
+    "Conv2DBackpropInput": (BACKPROP_INPUT, False),
+    "Conv2DBackpropInputV2": (BACKPROP_INPUT, False),
+    "Conv2DBackpropFilter": (BACKPROP_FILTER, False),
+    "Conv2DBackpropFilterV2": (BACKPROP_FILTER, False),
+    "DepthwiseConv2dNative": (FORWARD, True),
+    "DepthwiseConv2dNativeBackpropInput": (BACKPROP_INPUT, True),
+    "DepthwiseConv2dNativeBackpropFilter": (BACKPROP_FILTER, True),
+}
+
+# The package's functions, by the op each one runs.
+_FUNCTIONS = {
+    "conv2d": "Conv2D",
+    "conv2d_transpose": "Conv2DBackpropInput",
+    "conv2d_backprop_input": "Conv2DBackpropInput",
+    "conv2d_backprop_input_v2": "Conv2DBackpropInputV2",
+    "conv2d_backprop_filter": "Conv2DBackpropFilter",
+    "conv2d_backprop_filter_v2": "Conv2DBackpropFilterV2",
+    "depthwise_conv2d_native": "DepthwiseConv2dNative",
+    "depthwise_conv2d_backprop_input": "DepthwiseConv2dNativeBackpropInput",
+    "depthwise_conv2d_backprop_filter": "DepthwiseConv2dNativeBackpropFilter",
+}
+
+# The dtype codes of TfOpsExplainCpu.
+_DTYPE_CODES = {tf.float16: 0, tf.bfloat16: 1, tf.float32: 2, tf.float64: 3, tf.int32: 4}
+
+ALGORITHMS = (
+    "direct", "winograd", "winograd_space_to_depth", "space_to_depth", "columns_merged",
+    "depthwise_rows", "pointwise", "banded", "banded_merged", "indirect", "indirect_bordered",
+    "filter_gemm", "filter_tiles", "filter_depthwise", "filter_winograd",
+)
+
+_BUFFER_SIZE = 4096
+
+
+class _ReadOnlyDict(dict):
+    """A dict that cannot be changed (Plan.blocking), hashable so that a Plan is."""
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("a Plan's blocking cannot be changed")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.items())))
+
+    def __reduce__(self):
+        return (_ReadOnlyDict, (dict(self),))
+
+    def __repr__(self):
+        return repr(dict(self))
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What the CPU kernels run for one call of an op (tf_ops.explain), or ran (a
+    TF_OPS_VERBOSE line).
+
+    algorithm: the pass, one of ALGORITHMS ("direct": the direct sums).
+    inner_pass: the pass it runs inside, for one that runs another (space_to_depth runs banded
+        or indirect over its copy), else None.
+    direction: "forward", "backprop_input" or "backprop_filter".
+    dtype: the element type ("float16", "bfloat16", "float32", "float64", "int32").
+    layout: "NHWC" or "NCHW".
+    isa: the instruction set of the micro-kernels (tf_ops.cpu_kernel_isa()).
+    accuracy: "direct" (every result a direct sum) or "winograd" (within Winograd's bound).
+    workspace_bytes: the memory the call takes beyond its inputs and output.
+    work_units: the pieces of work the call splits into for the thread pool.
+    blocking: the pass's tiling and blocking choices, name to value (may be empty).
+    device: "cpu".
+    """
+    algorithm: str
+    inner_pass: Optional[str]
+    direction: str
+    dtype: str
+    layout: str
+    isa: str
+    accuracy: str
+    workspace_bytes: int
+    work_units: int
+    blocking: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    device: str = "cpu"
+
+    def __post_init__(self):
+        object.__setattr__(self, "blocking", _ReadOnlyDict(self.blocking or {}))
+
+    def __str__(self):
+        algorithm = self.algorithm + (f" (pass {self.inner_pass})" if self.inner_pass else "")
+        blocking = ", blocking " + ",".join(f"{k}:{v}" for k, v in self.blocking.items()) if self.blocking else ""
+        return (f"{algorithm}: {self.direction} {self.dtype} {self.layout} on {self.device} ({self.isa}), "
+                f"accuracy {self.accuracy}, workspace {self.workspace_bytes} bytes, "
+                f"work units {self.work_units}{blocking}")
+
+
+def _parse_fields(line):
+    """The key=value fields of a plan line, as a dict of strings in the line's order: a line
+    of TfOpsExplainCpu, or a TF_OPS_VERBOSE line ("tf_ops_verbose <device> key=value ...
+    time_ms=<float>"), whose device is returned as the field "device"."""
+    words = line.split()
+    fields = {}
+    if words[:1] == ["tf_ops_verbose"]:
+        if len(words) < 2:
+            raise ValueError(f"a tf_ops_verbose line without its device: {line!r}")
+        fields["device"] = words[1]
+        words = words[2:]
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{word!r} is not a key=value field, in the plan line {line!r}")
+        if key in fields:
+            raise ValueError(f"the field {key!r} appears twice in the plan line {line!r}")
+        fields[key] = value
+    return fields
+
+
+def _blocking(value):
+    """The blocking field ("k:v,k:v") as a dict."""
+    blocking = {}
+    for item in filter(None, value.split(",")):
+        key, _, val = item.partition(":")
+        blocking[key] = val
+    return blocking
+
+
+def _plan(fields):
+    """A Plan from the fields of _parse_fields."""
+    try:
+        return Plan(
+            algorithm=fields["algorithm"],
+            inner_pass=fields.get("pass"),
+            direction=fields["direction"],
+            dtype=fields["dtype"],
+            layout=fields["layout"],
+            isa=fields["isa"],
+            accuracy=fields["accuracy"],
+            workspace_bytes=int(fields["workspace_bytes"]),
+            work_units=int(fields["work_units"]),
+            blocking=_blocking(fields.get("blocking", "")),
+            device=fields.get("device", "cpu"),
+        )
+    except KeyError as e:
+        raise ValueError(f"the plan line lacks the field {e.args[0]!r}: {fields}") from None
+
+
+def _from_line(line):
+    """The Plan of a TfOpsExplainCpu line or a TF_OPS_VERBOSE line (its time_ms is left out)."""
+    return _plan(_parse_fields(line))
+
+
+def _error(message):
+    return tf.errors.InvalidArgumentError(None, None, message)
+
+
+def _list_string(values):
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def _resolve_op(op):
+    """(raw op name, direction, depthwise, whether it is the function conv2d) of an op name."""
+    if isinstance(op, bytes):
+        op = op.decode()
+    if callable(op) and getattr(op, "__module__", None) == _ops.__name__:
+        op = op.__name__  # the function itself, e.g. tf_ops.conv2d
+    if isinstance(op, str):
+        raw = op[len("TfOps>"):] if op.startswith("TfOps>") else op
+        if raw in _RAW_OPS:
+            return (raw, *_RAW_OPS[raw], False)
+        if op in _FUNCTIONS:
+            return (_FUNCTIONS[op], *_RAW_OPS[_FUNCTIONS[op]], op == "conv2d")
+    names = ", ".join(sorted(_RAW_OPS) + sorted(_FUNCTIONS))
+    raise _error(f"explain: unknown op {op!r}; known: {names} (the op names may start with 'TfOps>')")
+
+
+def _dims(value, name):
+    """A shape as a list of ints."""
+    try:
+        if isinstance(value, tf.TensorShape):
+            value = value.as_list()
+        dims = list(value)
+        if any(isinstance(d, bool) or d is None or int(d) != d for d in dims):
+            raise TypeError
+        return [int(d) for d in dims]
+    except (TypeError, ValueError):
+        raise _error(f"explain: {name} must be a list of integers, got {name}={value!r}") from None
+
+
+def _allowed_dtypes(raw):
+    """The dtypes the op TfOps>raw declares."""
+    op_def = op_def_registry.get("TfOps>" + raw)
+    return [tf.as_dtype(t) for attr in op_def.attr if attr.name == "T" for t in attr.allowed_values.list.type]
+
+
+def _dtype_code(dtype, raw):
+    try:
+        dtype = tf.as_dtype(dtype)
+    except TypeError:
+        raise _error(f"explain: dtype={dtype!r} is not a TensorFlow dtype") from None
+    allowed = _allowed_dtypes(raw)
+    if dtype not in allowed or dtype not in _DTYPE_CODES:
+        names = ", ".join(t.name for t in allowed)
+        raise _error(f"explain: TfOps>{raw} has no kernel for dtype {dtype.name}; it takes {names}")
+    return _DTYPE_CODES[dtype], dtype
+
+
+def _window_attrs(values, name, data_format):
+    """Row and column values of strides or dilations (an int, 2 or 4 values), checked as the
+    kernels check the 4-value attribute."""
+    try:
+        full = _ops._sequence(values, name, data_format)
+    except (TypeError, ValueError) as e:
+        raise _error(f"explain: {e}") from None
+    batch, depth, rows, cols = (0, 1, 2, 3) if data_format == "NCHW" else (0, 3, 1, 2)
+    if full[batch] != 1 or full[depth] != 1:
+        raise _error(f"Current implementation does not yet support {name} in the batch and depth "
+                     f"dimensions, got {name}={_list_string(full)} with data_format={data_format}")
+    if full[rows] <= 0 or full[cols] <= 0:
+        what = "Row and column strides" if name == "strides" else "Dilated rates"
+        raise _error(f"{what} should be larger than 0, got {name}={_list_string(full)}")
+    return full[rows], full[cols]
+
+
+def _padding_attrs(padding, explicit_paddings, data_format):
+    """(padding code, top, bottom, left, right) of TfOpsExplainCpu."""
+    if isinstance(padding, bytes):
+        padding = padding.decode()
+    given = list(explicit_paddings) if explicit_paddings is not None else []
+    if isinstance(padding, (list, tuple)):
+        if given:
+            raise _error("explain: padding as a list of pairs and explicit_paddings cannot both be given")
+        try:
+            _, flat = _ops._padding(padding)
+        except (TypeError, ValueError) as e:
+            raise _error(f"explain: {e}") from None
+    elif padding in ("SAME", "VALID"):
+        if given:
+            raise _error("explicit_paddings attribute must be empty if the padding attribute is not "
+                         f"EXPLICIT, got explicit_paddings={_list_string(given)} with padding={padding}")
+        return (1 if padding == "SAME" else 0), 0, 0, 0, 0
+    elif padding == "EXPLICIT":
+        flat = _dims(given, "explicit_paddings")
+        if len(flat) != 8:
+            raise _error(f"explicit_paddings attribute must contain 8 values, but got: {len(flat)} "
+                         f"({_list_string(flat)})")
+    else:
+        raise _error(f"explain: padding must be 'SAME', 'VALID', 'EXPLICIT' or a list of 4 (before, after) "
+                     f"pairs, got padding={padding!r}")
+    if any(p < 0 for p in flat):
+        raise _error(f"All elements of explicit_paddings must be nonnegative, got explicit_paddings="
+                     f"{_list_string(flat)}")
+    batch, depth, rows, cols = (0, 1, 2, 3) if data_format == "NCHW" else (0, 3, 1, 2)
+    if flat[2 * batch] or flat[2 * batch + 1] or flat[2 * depth] or flat[2 * depth + 1]:
+        raise _error("Nonzero explicit padding in the batch or depth dimensions is not supported, got "
+                     f"explicit_paddings={_list_string(flat)} with data_format={data_format}")
+    return 2, flat[2 * rows], flat[2 * rows + 1], flat[2 * cols], flat[2 * cols + 1]
+
+
+_FUNCTION = None
+
+
+def _cpu_function():
+    """TfOpsExplainCpu of the loaded op library, through ctypes."""
+    global _FUNCTION
+    if _FUNCTION is None:
+        _loader.load_library()
+        path = _loader.library_path()
+        try:
+            fn = ctypes.CDLL(path).TfOpsExplainCpu
+        except AttributeError:
+            raise RuntimeError(
+                f"tf_ops: the op library {path} has no TfOpsExplainCpu: it was built from an older "
+                f"source than this package. Rebuild it with: {_loader._rebuild_command(_loader.build_info())}"
+            ) from None
+        fn.restype = ctypes.c_int64
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
+                       ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p, ctypes.c_int64]
+        _FUNCTION = fn
+    return _FUNCTION
+
+
+def _explain_line(direction, dtype, nchw, sizes, attrs):
+    """The line TfOpsExplainCpu writes for these arguments (the whole line, however long)."""
+    fn = _cpu_function()
+    sizes = (ctypes.c_int64 * 8)(*sizes)
+    attrs = (ctypes.c_int64 * 9)(*attrs)
+    size = _BUFFER_SIZE
+    while True:
+        out = ctypes.create_string_buffer(size)
+        length = fn(direction, dtype, nchw, sizes, attrs, out, size)
+        if length < size:
+            return out.value.decode()
+        size = length + 1
+
+
+def _arguments(op, input_shape, filter_shape, strides, padding, data_format, dilations, dtype,
+               explicit_paddings):
+    """The arguments of TfOpsExplainCpu for a call: (direction, dtype code, nchw, sizes, attrs)."""
+    raw, direction, depthwise, folds_batch = _resolve_op(op)
+    dtype_code, _ = _dtype_code(dtype, raw)
+    if isinstance(data_format, bytes):
+        data_format = data_format.decode()
+    if data_format not in ("NHWC", "NCHW"):
+        raise _error(f"explain: data_format must be 'NHWC' or 'NCHW', got data_format={data_format!r}")
+    shape = _dims(input_shape, "input_shape")
+    if len(shape) != 4 and not (folds_batch and len(shape) > 4):
+        ranks = "4 or more dimensions" if folds_batch else "4 dimensions"
+        raise _error(f"explain: input_shape must have {ranks}, got input_shape={_list_string(shape)} "
+                     f"(rank {len(shape)})")
+    if len(shape) > 4:  # conv2d folds leading batch dimensions into one
+        batch = 1
+        for d in shape[:-3]:
+            batch *= d
+        shape = [batch] + shape[-3:]
+    filt = _dims(filter_shape, "filter_shape")
+    if len(filt) != 4:
+        raise _error(f"explain: filter_shape must have 4 dimensions, got filter_shape={_list_string(filt)} "
+                     f"(rank {len(filt)})")
+    n, h, w, c = (shape[0], shape[2], shape[3], shape[1]) if data_format == "NCHW" else shape
+    kh, kw, fi, k = filt
+    if depthwise:
+        if fi != c:
+            raise _error(f"{raw}: input and filter must have the same depth: {c} vs {fi} "
+                         f"(input shape {_list_string(shape)}, filter shape {_list_string(filt)})")
+        fi, k = 1, fi * k
+    stride_rows, stride_cols = _window_attrs(strides, "strides", data_format)
+    dilation_rows, dilation_cols = _window_attrs(dilations, "dilations", data_format)
+    pad = _padding_attrs(padding, explicit_paddings, data_format)
+    sizes = [n, h, w, c, kh, kw, fi, k]
+    attrs = [stride_rows, stride_cols, dilation_rows, dilation_cols, *pad]
+    return direction, dtype_code, int(data_format == "NCHW"), sizes, attrs
+
+
+def explain(op, input_shape, filter_shape, strides=1, padding="VALID", data_format="NHWC", dilations=1,
+            dtype=tf.float32, explicit_paddings=None):
+    """The plan tf_ops' CPU kernels would run for one call of `op`, now (this processor's
+    instruction set, the current exact mode), without running it: a tf_ops.Plan.
+
+    op: TensorFlow's op name ("Conv2D", "Conv2DBackpropInput", ..., also with the "TfOps>"
+        prefix) or the package's function, or its name ("conv2d", "conv2d_transpose", ...).
+    input_shape: the shape of the forward convolution's input in data_format (for the
+        backprop-input ops, TensorFlow's input_sizes: 4 values).
+    filter_shape: [KH, KW, FI, K] (grouped: FI divides the input depth); depthwise:
+        [KH, KW, C, M].
+    strides, dilations: an int, 2 values (rows, columns) or 4 in data_format order.
+    padding: "VALID", "SAME", "EXPLICIT" (with explicit_paddings: TensorFlow's 8 values in
+        data_format order) or a list of 4 (before, after) pairs.
+    dtype: a tf.DType or what tf.as_dtype takes, one of the op's dtypes.
+
+    Raises tf.errors.InvalidArgumentError, naming the value, for arguments the op would
+    reject.
+    """
+    direction, dtype_code, nchw, sizes, attrs = _arguments(
+        op, input_shape, filter_shape, strides, padding, data_format, dilations, dtype, explicit_paddings)
+    line = _explain_line(direction, dtype_code, nchw, sizes, attrs)
+    if line.startswith("error:"):
+        raise _error(line[len("error:"):].strip())
+    return _from_line(line)
+
+
+def _int_list(text):
+    """An argparse type: comma-separated integers."""
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def main(argv=None):
+    """python -m tf_ops explain: prints the plan of one call, a field a line; exit status 2,
+    with the message on stderr, for arguments the op would reject."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tf_ops explain",
+        description="The plan tf_ops' CPU kernels would run for one call of an op, on this processor "
+                    "and in the current exact mode (TF_OPS_EXACT=1: exact mode), without running it.")
+    parser.add_argument("op", help="TensorFlow's op name (Conv2D, Conv2DBackpropInput, ...) or the function's "
+                                   "(conv2d, conv2d_transpose, ...)")
+    parser.add_argument("--input", required=True, type=_int_list, metavar="N,H,W,C",
+                        help="shape of the forward convolution's input, in --data-format order "
+                             "(the backprop-input ops' input_sizes)")
+    parser.add_argument("--filter", required=True, type=_int_list, metavar="KH,KW,FI,K",
+                        help="filter shape (depthwise: KH,KW,C,M)")
+    parser.add_argument("--strides", type=_int_list, default=[1], help="1, 2 or 4 values (default 1)")
+    parser.add_argument("--dilations", type=_int_list, default=[1], help="1, 2 or 4 values (default 1)")
+    parser.add_argument("--padding", default="VALID", help="VALID (default), SAME or EXPLICIT")
+    parser.add_argument("--explicit-paddings", type=_int_list, default=None, metavar="PADDINGS",
+                        help="with --padding EXPLICIT: TensorFlow's 8 values, in --data-format order")
+    parser.add_argument("--data-format", default="NHWC", help="NHWC (default) or NCHW")
+    parser.add_argument("--dtype", default="float32", help="float16, bfloat16, float32 (default), float64 or int32")
+    args = parser.parse_args(argv)
+    try:
+        plan = explain(args.op, args.input, args.filter, strides=args.strides, padding=args.padding,
+                       data_format=args.data_format, dilations=args.dilations, dtype=args.dtype,
+                       explicit_paddings=args.explicit_paddings)
+    except tf.errors.InvalidArgumentError as e:
+        print(f"python -m tf_ops explain: {e.message}", file=sys.stderr)
+        return 2
+    rows = [("algorithm", plan.algorithm)]
+    if plan.inner_pass:
+        rows.append(("pass", plan.inner_pass))
+    rows += [("direction", plan.direction), ("dtype", plan.dtype), ("layout", plan.layout),
+             ("device", plan.device), ("isa", plan.isa), ("accuracy", plan.accuracy),
+             ("workspace_bytes", plan.workspace_bytes), ("work_units", plan.work_units)]
+    if plan.blocking:
+        rows.append(("blocking", ", ".join(f"{k}={v}" for k, v in plan.blocking.items())))
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
+    return 0
