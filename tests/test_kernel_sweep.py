@@ -11,8 +11,10 @@ has (capped by TF_OPS_CPU_ISA), in parts of the geometries (--shard), four per p
 by side, each on all of them (--isas: a case's float64 results computed once). The fast tier,
 and .ci/sanitize (under TF_OPS_SANITIZE=1, the driver built with AddressSanitizer and
 UndefinedBehaviorSanitizer), run the best instruction set on a sample of about one geometry in
-SAMPLE, filled (--fill) with the cheapest geometries left out that reach a path or micro-kernel
-the sample missed: every one is still reached, or the test fails. The sanitized run leaves out
+SAMPLE, filled (--fill) with the cheapest geometries left out that reach an algorithm, path or
+micro-kernel the sample missed: every one is still reached, or the test fails. Every run
+poisons the workspace the passes take (NaN), holds each call's workspace to its plan's bytes,
+and requires exact zeros where no product reaches an element. The sanitized run leaves out
 the float64 results (--no-values): its kernels run, twice each, compared bitwise, for the
 sanitizers to watch."""
 import concurrent.futures
@@ -112,6 +114,25 @@ class KernelSweepTest(tf.test.TestCase):
                                "--plant-fault")
         self.assertEqual(code, 1, out[-2000:])
         self.assertRegex(out, r"FAIL \w+: backprop input float32 \[columns merged\] NHWC x\[")
+
+    def test_driver_reports_an_off_by_one_plan(self):
+        # A planner that counts one column block too few where the channels are not whole
+        # blocks (the driver's planted switch) leaves columns uncomputed: reported, in both
+        # directions the GEMM passes run, with the geometry.
+        code, out = run_driver(self.driver, core_build.available_isas()[-1], "--space", "channels",
+                               "--sample", "64", "--plant-planner-bug")
+        self.assertEqual(code, 1, out[-2000:])
+        self.assertRegex(out, r"FAIL \w+: forward float32 \[channels\]")
+
+    def test_driver_reports_an_unwritten_workspace_read(self):
+        # Workspace is poisoned (NaN) when a pass takes it: a filter gradient that leaves its
+        # accumulators uncleared (the driver's planted switch) gives NaN, reported with the
+        # geometry, in the element types whose sums live in workspace.
+        code, out = run_driver(self.driver, core_build.available_isas()[-1], "--space", "filter",
+                               "--sample", "16", "--plant-unwritten-workspace")
+        self.assertEqual(code, 1, out[-2000:])
+        self.assertRegex(out, r"FAIL \w+: backprop filter (float16|bfloat16) \[")
+        self.assertNotRegex(out, r"FAIL \w+: (forward|backprop input) ")
 
     def test_instruction_sets_of_one_run_are_reported_apart(self):
         # With --isas, each instruction set's checks and coverage are its own: the same

@@ -19,7 +19,8 @@
 // sweep fails.
 //
 // Usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage]
-//                     [--no-values] [--list] [--plant-fault] [--digest]
+//                     [--no-values] [--list] [--plant-fault] [--plant-planner-bug]
+//                     [--plant-unwritten-workspace] [--digest]
 // --sample N runs about one geometry in N of each part of each space (and at least the
 // first of each part) and still requires every path and micro-kernel to be reached: a
 // shorter run for slow builds (the sanitized one).
@@ -31,8 +32,16 @@
 // reports are what it is run for, the values being checked by the unsanitized sweep.
 // --plant-fault hands the fast kernels a filter with its last value zeroed (the reference
 // keeps it): a test that the checks report a kernel that drops a filter tap.
+// Every workspace buffer is poisoned (0xFF bytes: NaN in every floating type) when a pass first
+// takes it, so that a pass that reads workspace it did not write fails the checks; and the
+// workspace a call holds at most must be its plan's, to the byte.
+// --plant-planner-bug makes the planner count one column block too few where a GEMM pass's
+// columns are not whole blocks: a test that the checks report an off-by-one in a plan.
+// --plant-unwritten-workspace makes the filter gradient leave its accumulators uncleared: a
+// test that the poisoned workspace shows such a read.
 // --digest prints, per instruction set, a digest of the bits of every fast result in the order
-// they ran: a refactor of the kernels that changes no result leaves it as it was.
+// they ran (with the float64 results, of those some product reaches): a refactor of the kernels
+// that changes no result leaves it as it was.
 // The instruction set is the processor's best, capped by TF_OPS_CPU_ISA; --isas A,B,... runs
 // each case on every one of those caps in turn (one block of results each, in that order),
 // computing its float64 results once: for all three element types and both sums (exact and
@@ -1154,7 +1163,7 @@ class Runner {
     if (plant_fault) wt.back() = static_cast<T>(0.0f);
     const int64_t taps = g.filter_rows * g.filter_cols;
     if (s.directions & kForward) {
-      Check<T>(s, g, "forward", g.output_elements(), taps * g.filter_in_depth,
+      Check<T>(s, g, ConvDirection::kForward, "forward", g.output_elements(), taps * g.filter_in_depth,
                [&] { return WinogradScale(g, s.layout, true, absolute(lanes_x_), absolute(lanes_w_)); },
                [&](T* out, const ParallelFor& pf) {
                  return FastConvForward<T>(g, s.layout, xt.data(), wt.data(), out, pf);
@@ -1164,7 +1173,7 @@ class Runner {
                });
     }
     if (s.directions & kInput) {
-      Check<T>(s, g, "backprop input", g.input_elements(), taps * g.out_depth_per_group(),
+      Check<T>(s, g, ConvDirection::kBackpropInput, "backprop input", g.input_elements(), taps * g.out_depth_per_group(),
                [&] { return WinogradScale(g, s.layout, false, absolute(lanes_dy_), absolute(lanes_w_)); },
                [&](T* out, const ParallelFor& pf) {
                  return FastConvBackpropInput<T>(g, s.layout, wt.data(), dyt.data(), out, pf);
@@ -1174,7 +1183,7 @@ class Runner {
                });
     }
     if (s.directions & kFilter) {
-      Check<T>(s, g, "backprop filter", g.filter_elements(), g.batch * g.out_rows * g.out_cols,
+      Check<T>(s, g, ConvDirection::kBackpropFilter, "backprop filter", g.filter_elements(), g.batch * g.out_rows * g.out_cols,
                [&] { return WinogradFilterScale(g, s.layout, absolute(lanes_x_), absolute(lanes_dy_)); },
                [&](T* out, const ParallelFor& pf) {
                  return FastConvBackpropFilter<T>(g, s.layout, xt.data(), dyt.data(), out, pf);
@@ -1188,14 +1197,14 @@ class Runner {
   // `op(out, pf)` writes the fast kernel's result through pf (returning whether it applied);
   // `reference(out)` the direction's float64 results for every element type (Lanes).
   template <typename T, typename Scale, typename Op, typename Reference>
-  void Check(const Spec& s, const ConvGeometry& g, const char* direction, int64_t size,
+  void Check(const Spec& s, const ConvGeometry& g, ConvDirection dir, const char* direction, int64_t size,
              int64_t products, const Scale& scale, const Op& op, const Reference& reference) {
     const uint64_t before = WinogradCount();
-    CheckOnce<T>(s, g, direction, size, products, scale, op, reference, /*exact=*/false);
+    CheckOnce<T>(s, g, dir, direction, size, products, scale, op, reference, /*exact=*/false);
     if (WinogradCount() != before) {
       // The same case in exact mode: the direct sum, within the direct kernels' bound.
       SetExactMode(true);
-      CheckOnce<T>(s, g, direction, size, products, scale, op, reference, /*exact=*/true);
+      CheckOnce<T>(s, g, dir, direction, size, products, scale, op, reference, /*exact=*/true);
       SetExactMode(false);
     }
   }
@@ -1207,7 +1216,7 @@ class Runner {
   }
 
   template <typename T, typename Scale, typename Op, typename Reference>
-  void CheckOnce(const Spec& s, const ConvGeometry& g, const char* direction, int64_t size,
+  void CheckOnce(const Spec& s, const ConvGeometry& g, ConvDirection dir, const char* direction, int64_t size,
                  int64_t products, const Scale& scale, const Op& op, const Reference& reference,
                  bool exact) {
     ++stats_->runs;
@@ -1219,20 +1228,24 @@ class Runner {
       return;
     }
     const uint64_t before = WinogradCount();
+    // The plan the call runs: the workspace it holds at most is the plan's to the byte.
+    const Plan plan = PlanConv(dir, g, s.layout, ElementOf<T>(), ExactMode());
+    fast::WorkspaceTally& tally = fast::ThreadWorkspace();
+    tally.peak = tally.live;
     if (!op(fast.data(), serial)) return Fail(s, g, direction, TypeInfo<T>::name, "the fast kernel did not apply");
+    if (tally.peak - tally.live != plan.workspace_bytes) {
+      return Fail(s, g, direction, TypeInfo<T>::name,
+                  std::string(AlgorithmName(plan.algorithm)) + " held " + std::to_string(tally.peak - tally.live) +
+                      " bytes of workspace, its plan " + std::to_string(plan.workspace_bytes));
+    }
     const bool winograd = WinogradCount() != before;
     if (exact && winograd) return Fail(s, g, direction, TypeInfo<T>::name, "Winograd ran in exact mode");
     if (winograd) ++stats_->winograd_runs;
-    for (int64_t i = 0; i < size; ++i) {
-      uint64_t bits = 0;
-      std::memcpy(&bits, &fast[i], sizeof(T));
-      stats_->digest = Mix(stats_->digest ^ bits);
-    }
     op(split.data(), reversed);
     if (std::memcmp(fast.data(), split.data(), size * sizeof(T)) != 0) {
       return Fail(s, g, direction, TypeInfo<T>::name, "results differ bitwise between work splits");
     }
-    if (!check_values) return;
+    if (!check_values) return Digest(fast.data(), size, nullptr);
     Results& cached = cached_[std::string(TypeInfo<T>::name) + " " + direction];
     if (cached.ref.empty()) {
       // One pass of the direct loops for every element type's results.
@@ -1246,6 +1259,7 @@ class Runner {
     }
     const std::vector<double>& ref = cached.ref;
     const std::vector<double>& abs_ref = cached.abs_ref;
+    Digest(fast.data(), size, &abs_ref);
     // The direct bound: the float sum of n products within 2 n u sum|p| of the exact value
     // (Winograd adds 2 (n + 16) u P, WinogradScale: the transforms' own roundings), then
     // rounded once to the output type: that error times (1 + u_out), plus u_out |exact|
@@ -1263,6 +1277,12 @@ class Runner {
     int64_t at = -1;
     for (int64_t i = 0; i < size; ++i) {
       const double got = static_cast<double>(static_cast<float>(fast[i]));
+      // No product reaches element i: its sum is structurally zero, and so is every path's.
+      if (abs_ref[i] == 0 && got != 0) {
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "element %lld: no product reaches it, fast %.9g", (long long)i, got);
+        return Fail(s, g, direction, TypeInfo<T>::name, buf);
+      }
       const double bound = bound_at(i);
       const double err = std::fabs(got - ref[i]);
       // A NaN compares false either way: count it as failing.
@@ -1287,6 +1307,18 @@ class Runner {
                     winograd ? "Winograd, " : exact ? "exact mode, " : "", (long long)at,
                     static_cast<double>(static_cast<float>(fast[at])), ref[at], bound_at(at), abs_ref[at]);
       Fail(s, g, direction, TypeInfo<T>::name, buf);
+    }
+  }
+
+  // Folds the bits of the results into the digest; with the float64 results, only those some
+  // product reaches (the others are checked to be exact zeros).
+  template <typename T>
+  void Digest(const T* results, int64_t size, const std::vector<double>* abs_ref) {
+    for (int64_t i = 0; i < size; ++i) {
+      if (abs_ref != nullptr && (*abs_ref)[i] == 0) continue;
+      uint64_t bits = 0;
+      std::memcpy(&bits, &results[i], sizeof(T));
+      stats_->digest = Mix(stats_->digest ^ bits);
     }
   }
 
@@ -1458,6 +1490,10 @@ int Main(int argc, char** argv) {
       coverage = false;
     } else if (arg == "--no-values") {
       check_values = false;
+    } else if (arg == "--plant-planner-bug") {
+      planted_planner_bug = true;
+    } else if (arg == "--plant-unwritten-workspace") {
+      fast::planted_unwritten_workspace = true;
     } else if (arg == "--digest") {
       digest = true;
     } else if (arg == "--list") {
@@ -1465,11 +1501,12 @@ int Main(int argc, char** argv) {
     } else if (arg == "--plant-fault") {
       plant_fault = true;
     } else {
-      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage] [--no-values] [--list] [--plant-fault] [--digest]\n");
+      std::fprintf(stderr, "usage: sweep_driver [--space NAME] [--isas A,B,...] [--shard I/N] [--sample N [--fill]] [--no-coverage] [--no-values] [--list] [--plant-fault] [--plant-planner-bug] [--plant-unwritten-workspace] [--digest]\n");
       return 2;
     }
   }
   if (runs.empty()) runs.emplace_back();
+  fast::poison_workspace = true;
   if (!only.empty()) coverage = false;  // one space cannot reach everything
   if (fill && (shards > 1 || !coverage || runs.size() > 1)) {
     std::fprintf(stderr, "--fill fills the coverage of a whole run of one instruction set: not with --shard, --space, --no-coverage or several --isas\n");

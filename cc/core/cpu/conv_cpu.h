@@ -32,10 +32,11 @@ void SerialFor(int64_t units, int64_t cost_per_unit,
 
 // x, dx, y and dy are in `layout`; w and dw are [KH, KW, FI, K].
 //
-// ConvForward, ConvBackpropInput and ConvBackpropFilter run the fast kernels of
-// conv_fast.h where they apply (float, half, bfloat16) and the direct loops below
-// otherwise, or everywhere when the environment variable TF_OPS_CPU_KERNELS is "direct"
-// (read at every call, so tests can compare the two in one process).
+// ConvForward, ConvBackpropInput and ConvBackpropFilter plan the call (plan.h) and run the
+// plan: the fast kernels of conv_fast.h where they apply (float, half, bfloat16), the direct
+// loops below otherwise, or everywhere when the environment variable TF_OPS_CPU_KERNELS is
+// "direct" (read at every call, so tests can compare the two in one process). With
+// TF_OPS_VERBOSE=1 (read at every call) each call prints its plan and time to stderr.
 template <typename T>
 void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
                  const ParallelFor& parallel_for);

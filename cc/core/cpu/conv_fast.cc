@@ -378,6 +378,7 @@ void SpaceToDepthNhwc(const Plan& plan, const ConvGeometry& g, bool forward, con
     if (forward) {
       SpaceToDepthCopy(gc, d, src + n * x_image, copy, parallel_for);
       pass(copy, dst + n * y_image);
+      ZeroUnreachedOutputs(gc, dst + n * y_image);
     } else {
       pass(src + n * y_image, copy);
       DepthToSpaceCopy(gc, d, copy, dst + n * x_image, parallel_for);
@@ -506,6 +507,25 @@ void FilterChunks(const Plan& plan, const ConvGeometry& g, const T* x, const T* 
   }
 }
 
+// Writes exact zeros into the sums acc[tap][FI][K] of the filter taps through which no output
+// pixel reads inside the input (every product padding), as the direct sums give them:
+// Winograd's transforms leave rounding noise there.
+void ZeroUnreachedTaps(const ConvGeometry& g, float* acc) {
+  const int64_t tap = g.filter_in_depth * g.out_depth;
+  for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+    int64_t lo_h, hi_h;
+    ReadRange(g.out_rows, g.in_rows, g.stride_rows, g.pad_top, g.dilation_rows, kh, &lo_h, &hi_h);
+    for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+      int64_t lo_w, hi_w;
+      ReadRange(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, kw, &lo_w, &hi_w);
+      if (hi_h > lo_h && hi_w > lo_w) continue;
+      Note(Path::kFilterWinogradUnreachedTaps);
+      float* const sums = acc + (kh * g.filter_cols + kw) * tap;
+      std::fill(sums, sums + tap, 0.0f);
+    }
+  }
+}
+
 // Backprop filter in either layout: the plan's passes into float sums (per slice), then the
 // slices added in order into dw.
 template <typename T>
@@ -518,7 +538,8 @@ void RunFilter(const Plan& plan, const ConvGeometry& g, Layout layout, const T* 
   if constexpr (std::is_same_v<T, float>) acc = dw;
   if (!plan.sums_in_output) acc = acc_space.emplace(slices * size * sizeof(float)).template data<float>();
   // Winograd (WinogradFilter) and the tiles pass on AMX write all of it.
-  if (!winograd && (plan.algorithm != Algorithm::kFilterTiles || !plan.tiles.amx)) {
+  if (!winograd && (plan.algorithm != Algorithm::kFilterTiles || !plan.tiles.amx) &&
+      !planted_unwritten_workspace.load(std::memory_order_relaxed)) {
     std::fill(acc, acc + slices * size, 0.0f);
   }
   ConvGeometry gc = g;
@@ -530,7 +551,10 @@ void RunFilter(const Plan& plan, const ConvGeometry& g, Layout layout, const T* 
   } else {
     FilterChunks(plan, g, x, dy, acc, wino.get(), parallel_for);
   }
-  if (winograd) wino->Finish();
+  if (winograd) {
+    wino->Finish();
+    ZeroUnreachedTaps(g, acc);
+  }
   if (plan.sums_in_output) return;
   // The slices in order, each element's sum the same however the elements are shared out.
   constexpr int64_t kBlock = 256;

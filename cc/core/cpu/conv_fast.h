@@ -1,7 +1,8 @@
 // Fast CPU convolution kernels: the same three directions as conv_cpu.h, for float, half
-// and bfloat16, built on the register-blocked micro-kernels of microkernels.h. conv_fast.cc
-// dispatches to one file per pass (fast_indirect.h, fast_banded.h, fast_columns_merged.h,
-// fast_depthwise.h, fast_filter.h, conv_winograd.h):
+// and bfloat16, built on the register-blocked micro-kernels of microkernels.h. The planner
+// (plan.h) picks the algorithm and its blocking; conv_fast.cc runs the plan, one file per pass
+// (fast_indirect.h, fast_banded.h, fast_columns_merged.h, fast_depthwise.h, fast_filter.h,
+// conv_winograd.h):
 //   3x3 stride-1 layers with enough channels, all three directions: Winograd F(4x4, 3x3)
 //     (conv_winograd.h), unless exact mode is on. Strided forward and backprop input whose
 //     filter spans three strides each way (5x5 at stride 2): the same Winograd, 3x3 at

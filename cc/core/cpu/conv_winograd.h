@@ -49,6 +49,16 @@ template <typename T>
 void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
                   const ParallelFor& parallel_for);
 
+// The workspace bytes a Winograd pass over g holds at most at once, and its work units (the
+// units of its main loop), as the pass blocks them: forward or backprop input on elements of
+// `element_size` bytes; the filter gradient over one chunk of images (WinogradFilter's
+// geometry).
+struct WinogradCosts {
+  int64_t workspace_bytes = 0, units = 0;
+};
+WinogradCosts WinogradPassCosts(const ConvGeometry& g, bool forward, int64_t element_size);
+WinogradCosts WinogradFilterCosts(const ConvGeometry& g);
+
 // The filter gradient, accumulated over NHWC chunks of images: Accumulate() each chunk in
 // order (every chunk's geometry differs from the constructor's only in its batch, none
 // larger), then Finish(); the gradient is then in dw as floats, [3][3][FI][K], every element

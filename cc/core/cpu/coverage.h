@@ -27,6 +27,7 @@ namespace cpu {
   X(kForwardWinograd, "forward/Winograd F(4x4, 3x3)")                                         \
   X(kForwardSpaceToDepth, "forward/strided as stride 1 over a space-to-depth copy")           \
   X(kSpaceToDepthChunks, "space to depth/several chunks of images")                           \
+  X(kSpaceToDepthUnreachedZeros, "space to depth/outputs wholly in the padding written as zeros") \
   X(kForwardWinogradPhases, "forward/strided as Winograd over a space-to-depth copy")         \
   X(kInputColumnsMerged, "backprop input/filter columns merged into GEMM columns")           \
   X(kInputPointwise, "backprop input/pointwise")                                              \
@@ -42,6 +43,7 @@ namespace cpu {
   X(kWinogradPaddedRows, "winograd/a block's tiles padded to whole GEMM tiles")               \
   X(kWinogradAllGroups, "winograd/a unit transforms every group's channels")                 \
   X(kWinogradEdgeTiles, "winograd/tiles past the output's last row or column")                \
+  X(kWinogradUnreachedZeros, "winograd/pixels wholly in the padding written as exact zeros")   \
   X(kWinogradStreamedFilter, "winograd/transformed filter streamed, fetched ahead")           \
   X(kWinogradColumnHalves, "winograd/a block's column blocks split between two units")        \
   X(kWinogradFused, "winograd/fused: each unit transforms its column block of the filter")    \
@@ -112,6 +114,7 @@ namespace cpu {
   X(kWinogradFilterSliced, "winograd/filter gradient by slices of tiles, blocks kept in cache") \
   X(kWinogradFilterFused, "winograd/filter gradient fused: sums per tile of input channels")   \
   X(kWinogradFilterFusedAdded, "winograd/filter gradient fused: later calls add to dw")         \
+  X(kFilterWinogradUnreachedTaps, "winograd/filter taps wholly in the padding written as zeros") \
   X(kFilterDepthwiseScalar, "backprop filter/depthwise channels past the last vector block")
 
 enum class Path : int {

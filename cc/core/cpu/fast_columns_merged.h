@@ -43,6 +43,30 @@ inline void AddTap(int64_t channels, int64_t n, const float* c, int64_t width, f
   }
 }
 
+// The blocking of BackpropInputColumnsMerged: GEMM columns are (filter column, input channel)
+// pairs, KW * FI of them, on the micro-kernel that wastes the fewest lanes on them (bfloat16
+// with AVX-512 BF16: the pair kernels, dot products of bfloat16 pairs along K, on a panel that
+// keeps the filter in pairs, rows k and k + 1 in one 32-bit slot).
+struct ColumnsMergedPlan {
+  int gemm = 0;  // Kernels().gemm[gemm]
+  bool pairs = false;
+  int64_t nb = 0, mr = 0, blocks = 0, panel_rows = 0;
+  int64_t panel_floats = 0;  // a panel per (filter row, column block)
+};
+
+inline ColumnsMergedPlan PlanColumnsMerged(const ConvGeometry& g, int kind) {
+  ColumnsMergedPlan p;
+  const int64_t columns = g.filter_cols * g.filter_in_depth;
+  const GemmKernel& gk = PickGemm(columns);
+  const GemmKernel& kernels = GemmFor(gk, kind);
+  p.gemm = static_cast<int>(&gk - Kernels().gemm);
+  p.pairs = &kernels != &gk;
+  p.nb = gk.nb, p.mr = kernels.mr, p.blocks = CeilDiv(columns, p.nb);
+  p.panel_rows = p.pairs ? CeilDiv(g.out_depth, 2) : g.out_depth;
+  p.panel_floats = g.filter_rows * p.blocks * p.panel_rows * p.nb;
+  return p;
+}
+
 // Backprop input for few input channels (one group): per filter row, a GEMM of each output
 // gradient row against the filter with (filter column, input channel) as its columns,
 // scattered into the input row it reaches. With 3 input channels and a 7-wide filter the
@@ -52,21 +76,13 @@ template <typename T>
 void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, T* dx,
                                 const ParallelFor& parallel_for) {
   constexpr int kind = KindOf<T>();
+  const ColumnsMergedPlan plan = PlanColumnsMerged(g, kind);
+  const GemmKernel& kernels = GemmFor(Kernels().gemm[plan.gemm], kind);
   const int64_t FI = g.filter_in_depth, K = g.out_depth, KW = g.filter_cols;
   const int64_t columns = KW * FI;
-  const GemmKernel& gk = PickGemm(columns);
-  // bfloat16 with AVX-512 BF16: dot products of bfloat16 pairs along K, on a panel that keeps
-  // the filter in pairs (rows k and k + 1 in one 32-bit slot), as the indirect pass does;
-  // tiles of the pair kernels' height.
-  const GemmKernel& kernels = GemmFor(gk, kind);
-  const int64_t nb = gk.nb, mr = kernels.mr, blocks = CeilDiv(columns, nb), width = blocks * nb;
-  const bool pairs = &kernels != &gk;
-  const int64_t panel_rows = pairs ? CeilDiv(K, 2) : K;
-  // A panel per (filter row, column block), its rows nb slots apart as the micro-kernels
-  // read them: panel[((kh * blocks + cb) * panel_rows + k) * nb + j] = w[kh][kw][ci][k] for
-  // the column cb * nb + j = kw * FI + ci, zero past `columns` (with pairs, row k / 2, the
-  // low half for even k and the high half for odd k).
-  const int64_t panel_floats = g.filter_rows * blocks * panel_rows * nb;
+  const int64_t nb = plan.nb, mr = plan.mr, blocks = plan.blocks, width = blocks * nb;
+  const bool pairs = plan.pairs;
+  const int64_t panel_rows = plan.panel_rows, panel_floats = plan.panel_floats;
   Workspace panel_space(panel_floats * sizeof(float));
   float* const panel = panel_space.data<float>();
   std::fill(panel, panel + panel_floats, 0.0f);

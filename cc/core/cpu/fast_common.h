@@ -5,7 +5,9 @@
 #define TF_OPS_CC_CORE_CPU_FAST_COMMON_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <type_traits>
@@ -149,9 +151,32 @@ V* Scratch(int64_t size) {
 // Contents are not initialised.
 constexpr size_t kKeptWorkspaceBytes = size_t{64} << 20;
 
+// The workspace bytes the calling thread's live Workspaces asked for, and the most at once
+// since `peak` was last set: what the kernel sweep holds a call's plan to.
+struct WorkspaceTally {
+  int64_t live = 0, peak = 0;
+};
+inline WorkspaceTally& ThreadWorkspace() {
+  thread_local WorkspaceTally tally;
+  return tally;
+}
+
+// Whether every Workspace buffer is filled with 0xFF bytes when first handed out (NaN in
+// float, half and bfloat16): a test switch, so that a pass that reads workspace it did not
+// write gives NaN instead of a value left by an earlier call.
+inline std::atomic<bool> poison_workspace{false};
+
+// A test switch of the kernel sweep: while on, the filter gradient leaves its accumulators
+// uncleared, a pass that reads workspace it did not write, which the poisoned workspace must
+// show.
+inline std::atomic<bool> planted_unwritten_workspace{false};
+
 class Workspace {
  public:
-  explicit Workspace(size_t bytes) : size_(std::max<size_t>(bytes, 1)) {
+  explicit Workspace(size_t bytes) : size_(std::max<size_t>(bytes, 1)), bytes_(bytes) {
+    WorkspaceTally& tally = ThreadWorkspace();
+    tally.live += static_cast<int64_t>(bytes);
+    tally.peak = std::max(tally.peak, tally.live);
     if (bytes == 0) return;  // nothing to hold: a kept buffer stays for the requests that need one
     Pool& pool = ThePool();
     std::lock_guard<std::mutex> lock(pool.mu);
@@ -176,6 +201,7 @@ class Workspace {
     }
   }
   ~Workspace() {
+    ThreadWorkspace().live -= static_cast<int64_t>(bytes_);
     if (data_ == nullptr || size_ > kKeptWorkspaceBytes) return;
     Pool& pool = ThePool();
     std::lock_guard<std::mutex> lock(pool.mu);
@@ -193,7 +219,10 @@ class Workspace {
   template <typename T>
   T* data() {
     if (data_ == nullptr) data_.reset(new char[size_ + kBufferAlign]);
-    return reinterpret_cast<T*>(AlignUp(data_.get()));
+    char* const start = AlignUp(data_.get());
+    if (!poisoned_ && poison_workspace.load(std::memory_order_relaxed)) std::memset(start, 0xFF, bytes_);
+    poisoned_ = true;
+    return reinterpret_cast<T*>(start);
   }
 
  private:
@@ -208,6 +237,8 @@ class Workspace {
   }
 
   size_t size_;
+  size_t bytes_;  // asked for
+  bool poisoned_ = false;
   std::unique_ptr<char[]> data_;
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
@@ -99,21 +100,63 @@ void SpaceToDepthCopy(const ConvGeometry& g, const ConvGeometry& d, const T* x, 
   });
 }
 
+// Input indices [0, Reached(...)) of one dimension are reached by a tap of some output index;
+// past them, none is. (The passes over copies have filters of at least one stride, no
+// dilation: no index below is skipped.)
+inline int64_t Reached(int64_t in, int64_t out, int64_t stride, int64_t filter, int64_t pad) {
+  return std::clamp<int64_t>((out - 1) * stride + filter - pad, 0, in);
+}
+
+// Writes exact zeros into the output pixels of images [0, g.batch) of y (NHWC) that read only
+// padding through every tap (no product reaches them), as the direct sums give them: the pass
+// over the copy reads the padding as zero pixels, and Winograd's sums there are rounding noise.
+template <typename T>
+void ZeroUnreachedOutputs(const ConvGeometry& g, T* y) {
+  const auto reached = [](int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t dilation, int64_t taps) {
+    std::vector<char> r(out, 0);
+    for (int64_t t = 0; t < taps; ++t) {
+      int64_t lo, hi;
+      ReadRange(out, in, stride, pad, dilation, t, &lo, &hi);
+      std::fill(r.begin() + lo, r.begin() + hi, 1);
+    }
+    return r;
+  };
+  const std::vector<char> rows = reached(g.out_rows, g.in_rows, g.stride_rows, g.pad_top, g.dilation_rows, g.filter_rows);
+  const std::vector<char> cols = reached(g.out_cols, g.in_cols, g.stride_cols, g.pad_left, g.dilation_cols, g.filter_cols);
+  if (std::find(rows.begin(), rows.end(), 0) == rows.end() && std::find(cols.begin(), cols.end(), 0) == cols.end()) {
+    return;
+  }
+  Note(Path::kSpaceToDepthUnreachedZeros);
+  const int64_t K = g.out_depth;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t i = 0; i < g.out_rows; ++i) {
+      for (int64_t j = 0; j < g.out_cols; ++j) {
+        if (rows[i] && cols[j]) continue;
+        T* const pixel = y + ((n * g.out_rows + i) * g.out_cols + j) * K;
+        std::fill(pixel, pixel + K, T(0.0f));
+      }
+    }
+  }
+}
+
 // Images [0, d.batch) of the input gradient dx (NHWC, geometry g) from dxd, the input gradient
-// of the pass d: the inverse of SpaceToDepthCopy, zero at input pixels the copy does not hold
-// (past the last tap of a VALID pass).
+// of the pass d: the inverse of SpaceToDepthCopy, exact zeros at input pixels no filter tap
+// reaches (Reached): the copy holds the sums of the zero taps there, rounding noise where
+// Winograd formed them.
 template <typename T>
 void DepthToSpaceCopy(const ConvGeometry& g, const ConvGeometry& d, const T* dxd, T* dx,
                       const ParallelFor& parallel_for) {
   const int64_t sr = g.stride_rows, sc = g.stride_cols, C = g.in_depth;
-  // Input columns [0, held) are in the copy.
-  const int64_t held = std::min(g.in_cols, d.in_cols * sc - g.pad_left);
+  // Input columns [0, held) are in the copy and reached, rows [0, rows) reached.
+  const int64_t held = std::min(Reached(g.in_cols, g.out_cols, sc, g.filter_cols, g.pad_left),
+                                d.in_cols * sc - g.pad_left);
+  const int64_t rows = Reached(g.in_rows, g.out_rows, sr, g.filter_rows, g.pad_top);
   parallel_for(d.batch * g.in_rows, Cost(g.in_cols * C), [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t n = unit / g.in_rows, r = unit % g.in_rows;
       const int64_t i = (r + g.pad_top) / sr, a = (r + g.pad_top) % sr;
       T* const out = dx + unit * g.in_cols * C;
-      if (i >= d.in_rows) {
+      if (i >= d.in_rows || r >= rows) {
         std::fill(out, out + g.in_cols * C, T(0.0f));
         continue;
       }
@@ -123,6 +166,7 @@ void DepthToSpaceCopy(const ConvGeometry& g, const ConvGeometry& d, const T* dxd
         const int64_t c0 = j * sc - g.pad_left;
         int64_t lo, hi;
         BlockColumns(c0, sc, g.in_cols, &lo, &hi);
+        hi = std::min(hi, held - c0);
         if (hi > lo) {
           const T* const in = in_row + j * d.in_depth;
           std::copy(in + lo * C, in + hi * C, out + (c0 + lo) * C);

@@ -7,6 +7,7 @@
 
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
 #include "cc/core/cpu/conv_winograd.h"
+#include "cc/core/cpu/fast_columns_merged.h"
 #include "cc/core/cpu/fast_space_to_depth.h"
 
 namespace tf_ops {
@@ -243,6 +244,7 @@ GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind) {
   p.amx = p.pairs && AmxTiles();
   p.nb = gk.nb, p.mr = kernels.mr;
   p.blocks = CeilDiv(p.dst_group, p.nb);
+  if (planted_planner_bug.load(std::memory_order_relaxed) && p.dst_group % p.nb != 0) --p.blocks;
   // bfloat16 pairs along the reduction: a panel of bfloat16 pairs, half a float per value.
   p.rows = p.pairs ? CeilDiv(p.src_group, 2) * 2 : p.src_group;
   p.row_floats = p.pairs ? p.nb / 2 : p.nb;
@@ -267,8 +269,12 @@ int64_t ElementBytes(Element e) {
 // space-to-depth copy, backprop input's merged filter columns (one group, at most 8 input
 // channels, a filter wider than a column), depthwise rows (multiplier 1), the GEMM passes.
 void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
+  const int64_t bytes = ElementBytes(plan->element);
   if (plan->algorithm == Algorithm::kWinograd) {
     plan->pass = Algorithm::kWinograd;
+    const WinogradCosts costs = WinogradPassCosts(g, forward, bytes);
+    plan->units = costs.units;
+    plan->workspace_bytes += costs.workspace_bytes;
     return;
   }
   const bool s2d_amx = kind == kElemBF16 && AmxTiles() && SpaceToDepthApplies(g, forward);
@@ -278,7 +284,6 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
     plan->copy_images = NchwChunk(g.batch, d.in_rows * d.in_cols * d.in_depth);
     d.batch = plan->copy_images;
     plan->stride1 = d;
-    const int64_t bytes = ElementBytes(plan->element);
     plan->workspace_bytes += (d.filter_elements() + d.input_elements()) * bytes;
     if (s2d_amx) {
       plan->gemm = PlanGemm(d, forward, kind);
@@ -287,17 +292,22 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
       plan->workspace_bytes += plan->gemm.workspace_bytes;
     } else {
       plan->pass = Algorithm::kWinograd;
+      const WinogradCosts costs = WinogradPassCosts(d, forward, bytes);
+      plan->units = costs.units;
+      plan->workspace_bytes += costs.workspace_bytes;
     }
     return;
   }
   if (!forward && g.groups == 1 && g.filter_in_depth <= 8 && g.filter_cols > 1) {
     plan->algorithm = plan->pass = Algorithm::kColumnsMerged;
     plan->units = g.batch * g.in_rows;
+    plan->workspace_bytes += PlanColumnsMerged(g, kind).panel_floats * 4;
     return;
   }
   if (IsDepthwiseOne(g)) {
     plan->algorithm = plan->pass = Algorithm::kDepthwiseRows;
     plan->units = g.batch * (forward ? g.out_rows : g.in_rows);
+    plan->workspace_bytes += DepthwiseRowsPanelFloats(g) * 4;
     return;
   }
   plan->gemm = PlanGemm(g, forward, kind);
@@ -354,7 +364,6 @@ void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
     plan->slices = plan->tiles.slices, plan->units = plan->tiles.units;
   } else if (winograd) {
     plan->algorithm = Algorithm::kFilterWinograd;
-    plan->units = 1;
   } else {
     plan->algorithm = Algorithm::kFilterGemm;
     plan->filter = PlanFilter(gc, gk, bytes);
@@ -374,6 +383,11 @@ void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
   plan->workspace_bytes = (plan->sums_in_output ? 0 : plan->slices * g.filter_elements() * 4) +
                           (plan->layout == Layout::kNCHW ? chunk_elements * bytes : 0) +
                           (plan->widen ? chunk_elements * 4 : 0);
+  if (winograd) {
+    const WinogradCosts costs = WinogradFilterCosts(gc);
+    plan->units = costs.units;
+    plan->workspace_bytes += costs.workspace_bytes;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #ifndef TF_OPS_CC_CORE_CPU_PLAN_H_
 #define TF_OPS_CC_CORE_CPU_PLAN_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -139,6 +140,11 @@ struct Plan {
 
 // The plan of the direct loops.
 Plan DirectPlan(ConvDirection direction, Layout layout, Element element);
+
+// A test switch of the kernel sweep: while on, the planner counts one column block too few
+// where a GEMM pass's columns are not whole blocks (an off-by-one in its blocking), which the
+// sweep must report.
+inline std::atomic<bool> planted_planner_bug{false};
 
 // The plan for one call, with this process's kernel table, in exact mode `exact`.
 Plan PlanConv(ConvDirection direction, const ConvGeometry& g, Layout layout, Element element,
