@@ -95,8 +95,8 @@ inline FilterPlan PlanFilter(const ConvGeometry& g, const GemmKernel& gk, int64_
 inline constexpr int64_t kFilterBlockPixels = 256;
 static_assert(kFilterBlockPixels % 2 == 0, "bfloat16 pairs of packed pixels fill whole blocks");
 // Runs of at least this many output columns of float data are reduced in place, unpacked,
-// several rows of an image to a micro-kernel call (at 4x4 stride 2 on 16-column rows of
-// 128 -> 256 channels, 8% faster than packing them).
+// several rows of an image to a micro-kernel call: for runs this long, skipping the packing's
+// copy pays.
 inline constexpr int64_t kFilterInPlaceRun = 8;
 
 // Adds this pass's contribution to acc[slice][tap][ci][k] (float, the filter's layout per
@@ -238,9 +238,9 @@ class FilterGemmPass {
         if (ow == u->in_lo) ow = u->in_hi;
         if (ow >= ow_hi) break;
         if (pairs_) {
-          PackPairs(u, x_row, dy_row + ow * K_, ow);
+          PackPairs(*u, x_row, dy_row + ow * K_, ow);
         } else {
-          PackFloats(u, x_row, dy_row + ow * K_, ow);
+          PackFloats(*u, x_row, dy_row + ow * K_, ow);
         }
         if (++u->count == kFilterBlockPixels) Flush(u);
       }
@@ -265,35 +265,40 @@ class FilterGemmPass {
   }
 
   // Output column ow's operands, packed as bfloat16 pairs: dy's, then each GEMM row's input.
-  void PackPairs(Unit* u, const T* x_row, const T* d, int64_t ow) const {
-    uint32_t* const a32 = reinterpret_cast<uint32_t*>(u->a_pack) + u->count / 2 * plan_.ci_chunk;
-    uint32_t* const b32 = reinterpret_cast<uint32_t*>(u->b_pack) + u->count / 2 * plan_.k_chunk;
-    PutPair(*u, b32, d + u->k0, u->k1 - u->k0);
-    PutPair(*u, b32 + (u->k1 - u->k0), nullptr, plan_.k_chunk - (u->k1 - u->k0));
-    for (int64_t q = u->q0; q < u->q1;) {
-      const int64_t kw = u->kw0 + q / FI_, q_end = std::min(u->q1, q - q % FI_ + FI_);
+  // (Both read the unit's fields into constants first: the element conversions and packing calls
+  // below could otherwise make the compiler reload them from the unit at every step.)
+  void PackPairs(const Unit& u, const T* x_row, const T* d, int64_t ow) const {
+    const int64_t q0 = u.q0, q1 = u.q1, k0 = u.k0, k1 = u.k1, kw0 = u.kw0, FI = FI_, C = C_;
+    uint32_t* const a32 = reinterpret_cast<uint32_t*>(u.a_pack) + u.count / 2 * plan_.ci_chunk;
+    uint32_t* const b32 = reinterpret_cast<uint32_t*>(u.b_pack) + u.count / 2 * plan_.k_chunk;
+    PutPair(u, b32, d + k0, k1 - k0);
+    PutPair(u, b32 + (k1 - k0), nullptr, plan_.k_chunk - (k1 - k0));
+    for (int64_t q = q0; q < q1;) {
+      const int64_t kw = kw0 + q / FI, q_end = std::min(q1, q - q % FI + FI);
       const int64_t iw = ow * g_.stride_cols - g_.pad_left + kw * g_.dilation_cols;
       const bool inside = iw >= 0 && iw < g_.in_cols;
-      PutPair(*u, a32 + (q - u->q0), inside ? x_row + iw * C_ + q % FI_ : nullptr, q_end - q);
+      PutPair(u, a32 + (q - q0), inside ? x_row + iw * C + q % FI : nullptr, q_end - q);
       q = q_end;
     }
   }
 
   // Output column ow's operands, packed as floats.
-  void PackFloats(Unit* u, const T* x_row, const T* d, int64_t ow) const {
-    float* b = u->b_pack + u->count * plan_.k_chunk;
-    for (int64_t k = u->k0; k < u->k1; ++k) b[k - u->k0] = static_cast<float>(d[k]);
-    std::fill(b + (u->k1 - u->k0), b + plan_.k_chunk, 0.0f);
-    float* a = u->a_pack + u->count * plan_.ci_chunk;
-    for (int64_t q = u->q0; q < u->q1;) {
+  void PackFloats(const Unit& u, const T* x_row, const T* d, int64_t ow) const {
+    const int64_t q0 = u.q0, q1 = u.q1, k0 = u.k0, k1 = u.k1, kw0 = u.kw0, FI = FI_, C = C_;
+    const int64_t stride = g_.stride_cols, pad = g_.pad_left, dilation = g_.dilation_cols, cols = g_.in_cols;
+    float* const b = u.b_pack + u.count * plan_.k_chunk;
+    for (int64_t k = k0; k < k1; ++k) b[k - k0] = static_cast<float>(d[k]);
+    std::fill(b + (k1 - k0), b + plan_.k_chunk, 0.0f);
+    float* const a = u.a_pack + u.count * plan_.ci_chunk;
+    for (int64_t q = q0; q < q1;) {
       // The channels of one filter column: contiguous, or zero outside the input.
-      const int64_t kw = u->kw0 + q / FI_, q_end = std::min(u->q1, q - q % FI_ + FI_);
-      const int64_t iw = ow * g_.stride_cols - g_.pad_left + kw * g_.dilation_cols;
-      if (iw >= 0 && iw < g_.in_cols) {
-        const T* xs = x_row + iw * C_ + q % FI_;
-        for (int64_t i = 0; i < q_end - q; ++i) a[q - u->q0 + i] = static_cast<float>(xs[i]);
+      const int64_t kw = kw0 + q / FI, q_end = std::min(q1, q - q % FI + FI);
+      const int64_t iw = ow * stride - pad + kw * dilation;
+      if (iw >= 0 && iw < cols) {
+        const T* xs = x_row + iw * C + q % FI;
+        for (int64_t i = 0; i < q_end - q; ++i) a[q - q0 + i] = static_cast<float>(xs[i]);
       } else {
-        std::fill(a + (q - u->q0), a + (q_end - u->q0), 0.0f);
+        std::fill(a + (q - q0), a + (q_end - q0), 0.0f);
       }
       q = q_end;
     }
