@@ -23,49 +23,32 @@ constexpr int kPoints = kAlpha * kAlpha;  // 36 element-wise GEMMs
 constexpr int kOut = 4;                  // output tile: 4 x 4
 
 // Channels a group needs on each side (reduction and columns) for the transforms to cost
-// less than the multiplies they save (at 16, Winograd ran 1.4x faster forward and 1.2x
-// faster for backprop input than the direct passes on a 32x32 layer).
+// less than the multiplies they save.
 constexpr int64_t kMinChannels = 16;
 // Output pixels a 4x4 tile holds on average at least (of 16). Fewer, and its 36 products
 // per channel pair (and the transforms) cost more than the direct sums' 9 a pixel, fewer
-// still at the image's edges. Through the core (AMD EPYC, two threads), Winograd against the
-// direct passes: forward 128 -> 128 over 16x3x3 (9 a tile) 0.258 against 0.138 ms, over
-// 8x5x5 (6.25) 0.458 against 0.220, over 64x1x1 0.66 against 0.015; 512 -> 512 over 128x1x1
-// 17.8 against 0.34, 16x3x3 3.85 against 2.72; filter gradient 512 -> 512 over 64x1x1 10.0
-// against 0.54, 16x3x3 3.0 against 2.8, 1x9x9 2.3-2.7 against 2.1, 1x9x10 (10 a tile) 2.0-2.3
-// against 2.2, 1x7x14 (12.25) 2.1 against 2.3-2.5.
+// still at the image's edges.
 constexpr int64_t kMinTilePixels = 10;
 // The float32 filter gradient's direct pass beats Winograd up to this product of in-depth and
-// out-depth per group (batch 32 of 32x32 images, interleaved in one process): 16 -> 16 direct
-// 1.09-1.20x faster, 16 -> 32 and 32 -> 16 0.99-1.15x; past it Winograd, 24 -> 24 1.24x,
-// 16 -> 48 1.11x, 48 -> 16 1.07x, 32 -> 32 1.23x. In bfloat16 and float16, Winograd ran 1.3x
-// and 2.8x faster than the direct pass at 16 -> 16.
+// out-depth per group: Winograd's transforms cost in proportion to in-depth + out-depth, its
+// GEMMs save in proportion to their product. The 16-bit kinds' direct passes are slower, so
+// the bound is float32's alone.
 constexpr int64_t kFilterMaxDirectProduct = 512;
 // A transformed filter (forward and backprop input) or filter gradient's transformed sums
-// past this many floats (16 MiB, half the last-level cache of the machine measured) cost more
+// past this many floats (16 MiB, sized against a server's last-level cache) cost more
 // to transform than few output pixels save, and the direct passes are faster: forward below
 // kLargeFilterMinPixels[1] output pixels, backprop input below kLargeFilterMinPixels[0];
 // the filter gradient below kFilterLargeSumsMinTiles tiles where its sums are read and
 // written through memory, below kFusedFilterMinPixels output pixels where it runs fused
-// (FilterFused; twice as many either way in bfloat16 on pairs). 3x3 512 -> 512, through the
-// core (AMD EPYC, two threads), direct against Winograd fused, float32: forward over 2x7x7
-// (98 pixels) 2.14 against 2.50 ms, 1x10x10 2.24 against 2.52, 1x12x12 3.16 against 2.78,
-// 3x7x7 3.11 against 2.63; backprop input over 1x7x7 1.56 against 1.86, 1x8x8 1.81 against
-// 1.48. Filter gradient, direct against Winograd through memory: batch 1 of 14x14 4.9 against
-// 8.0, batch 2 9.0 against 9.5, 7x7 images of batch 16 (64 tiles) 16.5 against 14.1; bfloat16 on
-// pairs: batch 1 2.8 against 7.5, batch 4 (64 tiles) 10.0 against 11.9, 7x7 of batch 16 10.8
-// against 15.7, 8x8 of batch 32 (128 tiles) 26.0 against 24.8. At 256 -> 256 the sums, 9
-// MiB, stay in the cache, and Winograd's filter gradient wins from 16 tiles.
+// (FilterFused; twice as many either way in bfloat16 on pairs). At 256 -> 256 the sums, 9
+// MiB, stay in the cache, and Winograd's filter gradient wins from few tiles.
 constexpr int64_t kLargeFilterFloats = int64_t{4} << 20;
 constexpr int64_t kLargeFilterMinPixels[2] = {64, 128};
 constexpr int64_t kFilterLargeSumsMinTiles = 64;
 // Forward and backprop input in bfloat16 where the direct sums run on pairs (AVX-512 BF16;
 // AMX skips Winograd for them altogether): the pairs' rate, twice the float GEMMs', leaves
 // Winograd ahead only while the channels are few, up to this product of in-depth and
-// out-depth per group. Forward through the core (AMD EPYC, two threads), direct against
-// Winograd: 8x56x56, 64 -> 64, 4.4 against 3.9 ms; 8x28x28, 128 -> 128, 4.4 against 4.6;
-// 16x14x14, 256 -> 256, 8.4 against 10.6; 1x28x28, 256 -> 256, 2.4 against 3.2; 512 -> 512
-// over 32x8x8, 19.8 against 21.3, and over 16x7x7, 8.3 against 13.6.
+// out-depth per group.
 constexpr int64_t kPairsMaxProduct = 64 * 64;
 // Floats of transformed source one work unit holds (36 x tiles x channels): 512 KiB.
 constexpr int64_t kBlockFloats = 128 * 1024;
@@ -74,14 +57,10 @@ constexpr int64_t kBlockFloats = 128 * 1024;
 // least kStreamedTiles tiles (while that is at most kMaxBlockFloats of transformed source, 4
 // MiB), and the GEMMs fetch the filter ahead (GemmKernel::affine_ahead). Where that leaves
 // fewer units than StreamedUnits(), each block's column blocks are split between two units,
-// both transforming the block's source. Forward, 3x3 256 -> 256 over 16x14x14 images
-// (interleaved in one process): blocks of 12 tiles 8.8 ms, of 48 tiles 7.6, fetching ahead
-// too 6.9, in column halves 6.9 (backprop input alike). Blocks of 66 tiles in halves (8
-// units): 6.1 -> 5.6 ms, backprop input 6.2 -> 5.7, and 8x28x28 images 9.1 -> 8.4 (means of
-// 40 calls through the core, 2 threads), although the block's transformed source (2.4 MiB)
-// no longer fits a core's L2: each block reads the filter once, and fewer blocks read it fewer
-// times. On 128 -> 128 over 16x28x28, halves cost more than they gain (each transforms the
-// source again: 4.3 -> 4.5 ms at 12 blocks), which is why they are kept for few units.
+// both transforming the block's source. Larger blocks pay even where a block's transformed
+// source no longer fits a core's L2: each block reads the filter once, and fewer blocks read
+// it fewer times. Where units are many, halves cost more than they gain (each transforms the
+// source again), which is why they are kept for few units.
 constexpr int64_t kStreamedFilterFloats = int64_t{256} << 10;
 constexpr int64_t kStreamedTiles = 64;
 constexpr int64_t kMaxBlockFloats = int64_t{1} << 20;
@@ -99,10 +78,7 @@ constexpr int64_t kFusedSourceFloats = int64_t{2} << 20;
 // panel of 36 x 128 x nb floats: 1.1 MiB at nb = 64) and runs the 36 GEMMs over them before
 // the next ones, the GEMMs of later channels adding to the first's sums (the micro-kernel's
 // order along the depth unchanged), instead of transforming every channel's filter first
-// (4.5 MiB at 512 channels, out of a core's L2). Through the core (AMD EPYC, two threads,
-// interleaved runs, medians of 8): forward 3x3 2048 -> 32 over 30x4x4 3.95 -> 2.20 ms,
-// 512 -> 512 over 2x14x14 4.78 -> 4.34 (backprop input 5.3 -> 4.6), over 16x7x7 8.2 -> 7.6;
-// 256 -> 256 over 1x14x14 level (0.80 / 0.83 ms).
+// (4.5 MiB at 512 channels, out of a core's L2).
 constexpr int64_t kFusedDepth = 128;
 
 // Units a streamed pass aims for: 8, which on 2 threads is faster than more, smaller blocks
@@ -291,12 +267,8 @@ int64_t Tiles(const ConvGeometry& g, bool forward) { return TileGrid(MakeProblem
 
 // Whether forward and backprop input run fused (kFusedSourceFloats): one group, whose
 // transformed filter does not stay in a core's cache (kStreamedFilterFloats) and is larger
-// than the transformed source, which the fused pass reads once per column block. Fused
-// against streamed, forward through the core (AMD EPYC, two threads): 3x3 512 -> 512 over
-// 16x7x7 12.3 -> 8.3 ms (backprop input 12.4 -> 7.6), over 32x7x7 19.4 -> 16.9, over 2x14x14
-// 9.2 -> 5.3; 256 -> 256 over 1x7x7 0.69 -> 0.37, over 1x14x14 0.92 -> 0.79, over 16x14x14
-// (the transformed source as large as the filter) 8.3 -> 8.2; 128 -> 128 over 16x28x28
-// (the source 6x the filter) 5.8 -> 7.6.
+// than the transformed source, which the fused pass reads once per column block. Where the
+// source is the larger, reading it once per column block costs more than streaming the filter.
 bool Fused(const ConvGeometry& g, bool forward) {
   const int64_t filter = TransformedFilterFloats(g);
   return g.groups == 1 && filter > kStreamedFilterFloats &&
@@ -431,9 +403,8 @@ void WinogradFused(const ConvGeometry& g, const Problem& p, bool forward, const 
           const int64_t depth = std::min(kc, Cs - c0);
           // Their filter, gathered first so that its transform reads it from the cache:
           // w_c[t][c][j] for tap t of the pass, source channel c0 + c, j < width. Forward,
-          // w[t][c0 + c][cb*nb + j], copied (3x3, 512 -> 512 over 1x14x14: 3.8 -> 3.4 ms
-          // against the transform reading w); backprop input, w[8 - t][cb*nb + j][c0 + c],
-          // transposed.
+          // w[t][c0 + c][cb*nb + j], copied (rather than the transform reading w); backprop
+          // input, w[8 - t][cb*nb + j][c0 + c], transposed.
           for (int t = 0; t < 9; ++t) {
             T* const to = w_c + t * kc * nb;
             if (forward) {
@@ -581,8 +552,7 @@ constexpr int64_t kFilterMaxChunkFloats = int64_t{4} << 20;
 // Sums of the 36 GEMMs of at most this many floats (1 MiB) stay in a core's cache next to a
 // block of transformed tiles: the tiles are then cut into slices, each transformed block by
 // block and reduced at once into sums of its own by one thread (the transformed data never
-// leaves the cache), the slices' sums added in slice order at the end. VGG's 3x3 layer of 64
-// channels (8x56x56): 5.1 -> 2.9 ms; grouped, 4 groups of 32 -> 32: 8.2 -> 4.3 ms.
+// leaves the cache), the slices' sums added in slice order at the end.
 constexpr int64_t kSlicedMaxFloats = int64_t{256} << 10;
 // Slices: one per kSliceTiles tiles, at most kMaxSlices (their sums cost memory and a final
 // addition); as many whatever the number of threads.
@@ -628,13 +598,9 @@ int64_t FilterChunkTiles(int64_t tiles, int64_t tile_floats) {
 // call's tiles transformed at once (at most kFilterMaxChunkFloats). Each unit then reduces
 // the sums of one tile of input channels in a buffer of its own and transforms them back at
 // once into dw (the first call writes it, later calls add to it): the sums (36 x FI x K
-// floats) are never zeroed, written and read back whole. Through the core (AMD EPYC, two
-// threads), against the direct pass below kFilterLargeSumsMinTiles and the unfused pass from
-// there: 3x3 512 -> 512 over 1x14x14 (16 tiles) 7.0 -> 6.2 ms, over 2x14x14 10.4 -> 7.5 ms,
-// over 16x7x7 14.7 -> 11.9 ms; 256 -> 256 over 1x14x14 1.64 -> 1.05 ms. Past 16 MiB of sums
-// it starts at kFusedFilterMinPixels output pixels, 512 -> 512, direct against fused: 1x7x7
-// 1.40-1.48 against 1.79-1.82 ms, 1x8x8 1.66 against 1.53-1.57, 1x4x16 1.57-1.61 against
-// 1.57-1.79, 2x7x7 2.56 against 2.15-2.23.
+// floats) are never zeroed, written and read back whole, which beats both the direct pass
+// below kFilterLargeSumsMinTiles and the unfused pass from there. Past 16 MiB of sums it
+// starts at kFusedFilterMinPixels output pixels: below that the direct pass is faster.
 constexpr int64_t kFusedFilterMinPixels = 64;
 bool FilterFused(const ConvGeometry& g) {
   const SumsSides sides(g);

@@ -25,9 +25,8 @@ namespace fast {
 // Computed pixels a band of a banded pass holds, at least (whole rows).
 inline constexpr int64_t kBandPixels = 256;
 // Forward passes, and stride-1 backprop-input passes, whose reduction depth per tap times
-// column block width is at most this run banded. Strided forward passes of longer tiles ran
-// 5-6% slower banded than indirect (64 and 128 channels at stride 2), but on AMX tiles
-// (conv_fast.cc's strided_rows).
+// column block width is at most this run banded. Strided forward passes of longer tiles run
+// slower banded than indirect, but on AMX tiles (plan.cc's strided_rows).
 inline constexpr int64_t kBandedTile = 32 * 32;
 
 // Where an indirect pass packs the filter of tap t (row-major over filter_cols columns): at
@@ -153,8 +152,7 @@ void PadPixels(const T* in, int64_t n, int64_t channels, T* out) {
 // blocks allow (floats, or through `narrow` as RunIndirect's), and the pixels left over at
 // the rows' ends go through the indirect kernel, `mr` of them per tile, pointers straight
 // into the copy. Stride 1 too: a whole band, row ends included, as one run through a result
-// buffer spares the left-over tiles, but copying its results out costs more (3 -> 16
-// channels, 3x3, 112x112 images: 23% slower, 33% in 16-bit types).
+// buffer spares the left-over tiles, but copying its results out costs more.
 //
 // With plan.whole_runs (asked for on AMX tiles, where an indirect tile costs a copy of its
 // pixels; taken at stride 1), a band is instead one affine run through a result buffer, its

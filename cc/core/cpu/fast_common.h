@@ -122,8 +122,7 @@ class AheadRows {
 };
 
 // Buffers the passes hand to the micro-kernels start on a cache line: a 64-byte vector or
-// tile row loaded from anywhere else spans two lines (AMX tiles of filter panels 16 bytes
-// past a line ran at 40% of their aligned speed).
+// tile row loaded from anywhere else spans two lines, and loads more slowly.
 inline constexpr size_t kBufferAlign = 64;
 
 inline char* AlignUp(char* p) {
@@ -185,7 +184,7 @@ class Workspace {
     // Forward Winograd asks for no bytes of transposed filter, then for 36 MiB of transformed
     // filter at 512 -> 512 channels: when the empty request took the kept 36 MiB, the
     // transform faulted in a new buffer on every call, and the two were more than could be
-    // kept (1 x 14 x 14 x 512 forward through the core, two threads: 24 ms -> 5.0 ms).
+    // kept.
     auto best = pool.kept.end();
     for (auto it = pool.kept.begin(); it != pool.kept.end(); ++it) {
       if (it->first >= size_ && it->first / 2 <= size_ &&
@@ -289,9 +288,9 @@ void Transpose(const T* src, int64_t images, int64_t rows, int64_t cols, T* dst,
 
 // The filter w[t][ci][k] (`taps` taps) along the axis a direction packs it by: forward, w
 // itself; backprop input, which reads it along its in-depth axis, a transposed copy
-// w_t[t][k][ci], so that both directions pack rows that lie along contiguous memory (3x3,
-// 256 -> 256 channels in bfloat16 on AMX: packed element by element from w, the packing took
-// 30% as long as the kernels; transposed first, 12%).
+// w_t[t][k][ci], so that both directions pack rows that lie along contiguous memory
+// (transposing first and packing the copy costs far less than packing element by element
+// from w).
 template <typename T>
 class DirectedFilter {
  public:

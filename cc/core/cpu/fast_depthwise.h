@@ -25,12 +25,10 @@ namespace fast {
 // Depthwise operands (source and output, or x and dy) together larger than this (more than a
 // server's L3 cache holds) come from memory and go back to it:
 // - the forward and backprop input passes write such float outputs through non-temporal
-//   stores (at 32 x 56 x 56 x 128, 8.4 ms -> 6.5 ms for backprop input);
+//   stores (StreamOut), which write whole cache lines without reading them first;
 // - filter-gradient units read such rows whole, through every channel block. A unit per
-//   channel block reads a part of every cache line, and the memory's prefetching fetched the
-//   rest as well: at 32 x 56 x 56 x 128 that took 9.9 ms against 8.0 ms for whole rows.
-//   Smaller ones, read from the caches, run a unit per channel block (at 1 x 112 x 112 x 96,
-//   0.61 ms against 0.67 ms).
+//   channel block reads a part of every cache line, and the memory's prefetching fetches the
+//   rest as well. Smaller ones, read from the caches, run a unit per channel block.
 inline constexpr double kDepthwiseMemoryBytes = 32.0 * (1 << 20);
 
 // Bytes of source (through every filter row) that one group of depthwise tiles reads.

@@ -43,12 +43,10 @@ namespace fast {
 // A unit transposes and packs its pair rows (two grid pixels each) a piece at a time: at most
 // kTilesPiecePairs, and the piece's input pairs (every copy, with the taps' reach past it)
 // within kTilesPieceBytes, so that they stay in the L2 cache while every tap's tiles read
-// them (DCGAN's 5x5 stride-2 layer of 256 -> 512 channels, 8 copies of 256 channels, pieces
-// of 112 pairs rather than 512: 12.3-12.7 -> 9.7 ms).
+// them.
 inline constexpr int64_t kTilesPiecePairs = 512;
 // On vectors of rows (merged filter columns: few slots a pair row), longer pieces re-pack
-// less of the taps' reach: a 3x3 layer of 3 -> 16 channels over 8x112x112, 0.368 -> 0.347 ms
-// through the core (AMD EPYC, two threads), level on the stem and the patch embedding.
+// less of the taps' reach.
 inline constexpr int64_t kTilesRowsPiecePairs = 2048;
 inline constexpr int64_t kTilesPieceBytes = int64_t{1} << 20;
 // Fewest pair rows per slice: each piece also packs the input of the taps' reach past its end.
@@ -79,10 +77,8 @@ inline constexpr int64_t kTilesMergedSlots = 64;
 // With fewer input channels than a tile's 16 columns (one group), a pixel's pair slots take
 // the channels of every filter column (slot kw * C + c), the tiles' columns fill up, and the
 // taps' sums come from one GEMM per filter row, over copies of the input without the
-// columns' phases and shifts (the grid is out_cols wide). bfloat16 on two threads, in the
-// harness, float copies -> merged columns: the 7x7 stride-2 stem (3 -> 64 channels over
-// 8x224x224) 11.6-12.6 -> 2.8-2.9 ms, a 3x3 layer (3 -> 16 over 8x112x112) 1.46-1.52 ->
-// 0.68-0.69 ms.
+// columns' phases and shifts (the grid is out_cols wide): far faster than widening such
+// layers' operands to float copies.
 inline bool FilterTilesMergeColumns(const ConvGeometry& g) {
   return g.groups == 1 && g.filter_cols > 1 && g.filter_in_depth < kTilesMinChannels &&
          g.filter_cols * g.filter_in_depth <= kTilesMergedSlots;

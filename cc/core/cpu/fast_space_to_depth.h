@@ -19,15 +19,13 @@ namespace cpu {
 namespace fast {
 
 // Source channels of the stride-1 pass (stride_rows * stride_cols * in_depth) at least: with
-// fewer, the reduction holds less than two whole AMX tiles a tap (on a 4x4 stride-4 stem of
-// 3 -> 96 channels, 48 a tap, the copy ran slower than the strided pass).
+// fewer, the reduction holds less than two whole AMX tiles a tap, and the copy costs more
+// than the stride-1 pass saves.
 inline constexpr int64_t kSpaceToDepthMinDepth = 64;
 // Input channels below which a forward (kSpaceToDepthForwardChannels) or backprop-input pass
-// runs through the copy. Measured on AMX, fastest of interleaved calls: a ViT patch embedding
-// (16x16 at stride 16, 3 -> 384 channels) ran 1.5-2.8x faster both ways; 4x4 at stride 2, 16 ->
-// 64 channels, backprop input 1.5-2.1x faster but forward 1.0-1.8x slower (its strided pass
-// already runs banded); 128 -> 256 channels (gan4x4) forward level and backprop input
-// 1.15-1.5x slower, the copy's stride-1 pass no faster than the strided one.
+// runs through the copy: with few input channels the copy gains most (patch embeddings both
+// ways); with more, its stride-1 pass is no faster than the strided one. Forward's bound is
+// the lower, since its strided pass already runs banded.
 inline constexpr int64_t kSpaceToDepthForwardChannels = 16;
 inline constexpr int64_t kSpaceToDepthInputChannels = 32;
 

@@ -64,7 +64,7 @@ constexpr int64_t CeilDiv16(int64_t n) { return (n + 15) / 16; }
 // vcvtne2ps2bf16 (nearest, ties to even, as RoundToBf16), two vectors an instruction, unless
 // a lane is a NaN or a denormal, which that instruction quiets its own way or reads as zero;
 // such a row goes through RoundToBf16. (vdpbf16ps flushes the denormals of its results, so
-// the accumulators hold none.) A 1x1 layer of 64 -> 256 channels in bfloat16: 6% faster.
+// the accumulators hold none.)
 template <int NV>
 TF_OPS_INLINE void RoundRowToBf16(__m512* acc, uint16_t* out) {
   constexpr int kNanOrDenormal = 0x01 | 0x20 | 0x80;  // quiet NaN, denormal, signalling NaN

@@ -105,12 +105,7 @@ inline int64_t PullChunksJobs(int64_t threads, int64_t units, int64_t cost) {
 // An outside caller that worked beside jobs - 1 scheduled ones ran many passes at one
 // thread's speed when it followed an op of TensorFlow's that had used the whole pool, as if
 // it shared a core with the job it woke (a pass of under a millisecond ends before the
-// kernel moves either). On 2 vCPUs (AMD EPYC, TensorFlow 2.21, oneDNN on), working ->
-// sleeping: a training step of an 8-layer CNN on 64x64 images (tf_ops convolutions among
-// TensorFlow's batch norm and ReLU) 13.3-18.2 -> 11.8-12.6 ms at batch 1, 54-57 -> 49-53 ms
-// at batch 8, 198-205 -> 181-183 ms at batch 32; calls alternated with TensorFlow's op,
-// 1x128x128x32 3x3 stride-2 backprop input median 0.76-0.82 -> 0.52-0.55 ms, 1x112x112x48
-// -> 96 stride-2 forward 90th percentile 2.56 -> 1.40 ms (medians level, 1.35 / 1.34).
+// kernel moves either), which is why an outside caller sleeps instead.
 template <typename Pool>
 void PullChunks(Pool& pool, int64_t units, int64_t cost,
                 const std::function<void(int64_t, int64_t)>& fn) {
