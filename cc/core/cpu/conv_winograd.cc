@@ -190,37 +190,42 @@ void WriteTiles(const Problem& p, const TileGrid& grid, WinogradOutputFn output_
     return dst_block + ((n * p.dst_rows + oh) * p.dst_cols + ow) * p.dst_channels;
   };
   // Pixels whose 3x3 window lies wholly in the padding: no product reaches them, and they get
-  // exact zeros, as the direct sums give (the transform leaves rounding noise there).
-  const auto reached = [&](int64_t oh, int64_t ow) {
-    return oh + 2 >= p.pad_top && oh < p.src_rows + p.pad_top && ow + 2 >= p.pad_left && ow < p.src_cols + p.pad_left;
-  };
+  // exact zeros, as the direct sums give (the transform leaves rounding noise there). The
+  // reached rows and columns are [row_lo, row_hi) and [col_lo, col_hi).
+  const int64_t row_lo = p.pad_top - 2, row_hi = p.src_rows + p.pad_top;
+  const int64_t col_lo = p.pad_left - 2, col_hi = p.src_cols + p.pad_left;
   for (int64_t q = 0; q < count; ++q) {
     const int64_t i = first + q, n = i / grid.per_image;
     const int64_t th = i % grid.per_image / grid.tiles_w, tw = i % grid.tiles_w;
+    const int64_t oh0 = th * kOut, ow0 = tw * kOut;
+    // Every pixel of the tile inside the output and reached: straight out.
+    const bool whole = oh0 + kOut <= p.dst_rows && ow0 + kOut <= p.dst_cols && oh0 >= row_lo &&
+                       oh0 + kOut <= row_hi && ow0 >= col_lo && ow0 + kOut <= col_hi;
+    const auto reached = [&](int64_t oh, int64_t ow) {
+      return oh >= row_lo && oh < row_hi && ow >= col_lo && ow < col_hi;
+    };
     float* out[kOut * kOut];
-    bool edge = false, unreached = false;
     for (int a = 0; a < kOut; ++a) {
       for (int b = 0; b < kOut; ++b) {
-        const int64_t oh = th * kOut + a, ow = tw * kOut + b;
-        const bool inside = oh < p.dst_rows && ow < p.dst_cols;
-        edge |= !inside;
-        unreached |= inside && !reached(oh, ow);
+        const int64_t oh = oh0 + a, ow = ow0 + b;
+        const bool direct = whole || (oh < p.dst_rows && ow < p.dst_cols && reached(oh, ow));
         float* const scratch = y + (a * kOut + b) * nb;
         if constexpr (std::is_same_v<T, float>) {
-          out[a * kOut + b] = inside && reached(oh, ow) ? pixel(n, oh, ow) : scratch;
+          out[a * kOut + b] = direct ? pixel(n, oh, ow) : scratch;
         } else {
           out[a * kOut + b] = scratch;
         }
       }
     }
-    if (edge) Note(Path::kWinogradEdgeTiles);
-    if (unreached) Note(Path::kWinogradUnreachedZeros);
     output_fn(m + q * nb, m_plane, width, out);
+    if (whole && std::is_same_v<T, float>) continue;
+    if (oh0 + kOut > p.dst_rows || ow0 + kOut > p.dst_cols) Note(Path::kWinogradEdgeTiles);
     for (int a = 0; a < kOut; ++a) {
       for (int b = 0; b < kOut; ++b) {
-        const int64_t oh = th * kOut + a, ow = tw * kOut + b;
+        const int64_t oh = oh0 + a, ow = ow0 + b;
         if (oh >= p.dst_rows || ow >= p.dst_cols) continue;
         if (!reached(oh, ow)) {
+          Note(Path::kWinogradUnreachedZeros);
           std::fill(pixel(n, oh, ow), pixel(n, oh, ow) + width, T(0.0f));
         } else if constexpr (!std::is_same_v<T, float>) {
           WriteOut(y + (a * kOut + b) * nb, width, pixel(n, oh, ow));
@@ -681,172 +686,139 @@ WinogradFilter<T>::~WinogradFilter() {
   delete state_;
 }
 
-namespace {
-
-// One chunk of images of the filter gradient (WinogradFilter<T>::Accumulate): the transforms of
-// its 4x4 output tiles (v, the input's; e, the output gradient's) and the 36 GEMMs that reduce
-// them into sums m[((grp * 36 + xi) * cp + c) * kgp + k], sliced, fused or by chunks of tiles.
 template <typename T>
-class FilterTileSums {
- public:
-  FilterTileSums(const ConvGeometry& gc, const T* x, const T* dy, int mr, int nb, int64_t cp, int64_t kgp,
-                 GemmStridedFn strided, const ParallelFor& parallel_for)
-      : g_(gc), x_(x), dy_(dy), mr_(mr), nb_(nb), cp_(cp), kgp_(kgp), strided_(strided), parallel_for_(parallel_for),
-        // Row lengths of v and e. A column tile of the last group reads past K where the group's
-        // columns are not whole tiles: e's rows are then longer, zero past K.
-        cin_(gc.in_depth), K_(gc.out_depth), kr_(gc.out_depth_per_group() % nb == 0 ? gc.out_depth : gc.out_depth + nb),
-        tiles_w_(CeilDiv(gc.out_cols, kOut)), per_image_(CeilDiv(gc.out_rows, kOut) * tiles_w_),
-        tiles_(gc.batch * per_image_), c_tiles_(CeilDiv(gc.filter_in_depth, mr)), k_tiles_(kgp / nb) {
-    const KernelTable& table = Kernels();
-    input_fn_ = table.winograd.input[KindOf<T>()];
-    gradient_fn_ = table.winograd.gradient[KindOf<T>()];
-    NoteKernel(input_fn_), NoteKernel(gradient_fn_), NoteKernel(strided_);
-  }
-
-  // Slice j holds tiles [j * per, (j + 1) * per), transformed and reduced block by block into
-  // its own sums, m + j * m_floats.
-  void Sliced(int64_t slices, float* m, int64_t m_floats) const {
+void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* dy) {
+  constexpr int kind = KindOf<T>();
+  State& s = *state_;
+  const KernelTable& table = Kernels();
+  const int64_t G = gc.groups, FI = gc.filter_in_depth, K = gc.out_depth, Kg = gc.out_depth_per_group();
+  // Row lengths of v and e. A column tile of the last group reads past K where the group's
+  // columns are not whole tiles: e's rows are then longer, zero past K.
+  const int64_t cin = gc.in_depth, kr = Kg % s.nb == 0 ? K : K + s.nb;
+  const int64_t tiles_h = CeilDiv(gc.out_rows, kOut), tiles_w = CeilDiv(gc.out_cols, kOut);
+  const int64_t per_image = tiles_h * tiles_w, tiles = gc.batch * per_image;
+  const int64_t tile_floats = FilterTileFloats(gc, s.nb);
+  const int64_t c_tiles = CeilDiv(FI, s.mr), k_tiles = s.kgp / s.nb;
+  const WinogradInputFn input_fn = table.winograd.input[kind];
+  const WinogradInputFn gradient_fn = table.winograd.gradient[kind];
+  NoteKernel(input_fn), NoteKernel(gradient_fn), NoteKernel(s.strided);
+  // Transforms of `count` tiles from tile `first` on: v[xi][q][c] and e[xi][q][k].
+  const auto transform = [&](int64_t first, int64_t count, float* v, int64_t v_plane, float* e,
+                             int64_t e_plane) {
+    const float* const zeros = Scratch<float, 34>(std::max(cin, K));  // never written
+    for (int64_t q = 0; q < count; ++q) {
+      const int64_t i = first + q, n = i / per_image, th = i % per_image / tiles_w, tw = i % tiles_w;
+      const void* patch[kPoints];
+      BlockPointers<kAlpha>(x, n, th * kOut - gc.pad_top, tw * kOut - gc.pad_left, gc.in_rows,
+                            gc.in_cols, cin, 0, zeros, patch);
+      input_fn(patch, cin, v + q * cin, v_plane);
+      const void* tile[kOut * kOut];
+      BlockPointers<kOut>(dy, n, th * kOut, tw * kOut, gc.out_rows, gc.out_cols, K, 0, zeros, tile);
+      gradient_fn(tile, K, e + q * kr, e_plane);
+      for (int xi = 0; kr > K && xi < kPoints; ++xi) {
+        float* const row = e + xi * e_plane + q * kr;
+        std::fill(row + K, row + kr, 0.0f);
+      }
+    }
+  };
+  // The GEMMs of point xi for group grp and the input channels of tile ct, over `count`
+  // transformed tiles in order, into the sums m (by default, the state's).
+  const auto reduce = [&](int64_t grp, int64_t xi, int64_t ct, int64_t count, const float* v,
+                          int64_t v_plane, const float* e, int64_t e_plane, float* m,
+                          float* c = nullptr) {
+    const int64_t c0 = ct * s.mr;
+    const float* const a = v + xi * v_plane + grp * FI + c0;
+    const float* const b = e + xi * e_plane + grp * Kg;
+    if (c == nullptr) c = m + ((grp * kPoints + xi) * s.cp + c0) * s.kgp;
+    for (int64_t kt = 0; kt < k_tiles; ++kt) {
+      s.strided(1, count, a, 0, cin, std::min<int64_t>(s.mr, FI - c0), b + kt * s.nb, 0, kr,
+                c + kt * s.nb, s.kgp);
+    }
+  };
+  if (s.slices > 1) {
+    // Slice j holds tiles [j * per, (j + 1) * per), transformed and reduced block by block.
     Note(Path::kWinogradFilterSliced);
-    const int64_t per = CeilDiv(tiles_, slices);
-    const int64_t block = std::max<int64_t>(1, kSliceBlockFloats / FilterTileFloats(g_, nb_));
-    const int64_t G = g_.groups, FI = g_.filter_in_depth, Kg = g_.out_depth_per_group();
-    parallel_for_(slices, Cost(2.0 * per * kPoints * FI * Kg * G + 400.0 * per * (cin_ + K_)),
-                  [&](int64_t begin, int64_t end) {
-      const int64_t v_plane = block * cin_ + kPlaneSkew, e_plane = block * kr_ + kPlaneSkew;
+    const int64_t per = CeilDiv(tiles, s.slices);
+    const int64_t block = std::max<int64_t>(1, kSliceBlockFloats / tile_floats);
+    s.parallel_for(s.slices, Cost(2.0 * per * kPoints * FI * Kg * G + 400.0 * per * (cin + K)),
+                   [&](int64_t begin, int64_t end) {
+      const int64_t v_plane = block * cin + kPlaneSkew, e_plane = block * kr + kPlaneSkew;
       float* const v = Scratch<float, 35>(kPoints * v_plane);
       float* const e = Scratch<float, 36>(kPoints * e_plane);
       for (int64_t j = begin; j < end; ++j) {
-        float* const mj = m + j * m_floats;
-        const int64_t stop = std::min(tiles_, (j + 1) * per);
+        float* const m = s.m + j * s.m_floats;
+        const int64_t stop = std::min(tiles, (j + 1) * per);
         for (int64_t first = j * per; first < stop; first += block) {
           const int64_t count = std::min(block, stop - first);
-          Transform(first, count, v, v_plane, e, e_plane);
+          transform(first, count, v, v_plane, e, e_plane);
           for (int64_t grp = 0; grp < G; ++grp) {
             for (int xi = 0; xi < kPoints; ++xi) {
-              for (int64_t ct = 0; ct < c_tiles_; ++ct) Reduce(grp, xi, ct, count, v, v_plane, e, e_plane, mj);
+              for (int64_t ct = 0; ct < c_tiles; ++ct) reduce(grp, xi, ct, count, v, v_plane, e, e_plane, m);
             }
           }
         }
       }
     });
+    return;
   }
-
-  // Every tile at once (FilterFused); a unit per tile of input channels reduces its 36 sets of
-  // sums in order and transforms them back into dw, written or (`add`) added to.
-  void Fused(float* dw, bool add) const {
-    const int64_t FI = g_.filter_in_depth;
-    const int64_t v_plane = tiles_ * cin_ + kPlaneSkew, e_plane = tiles_ * kr_ + kPlaneSkew;
+  if (s.fused) {
+    // Every tile at once (FilterFused); a unit per tile of input channels reduces its 36 sets
+    // of sums in order and transforms them back into dw (added after the first call).
+    const int64_t v_plane = tiles * cin + kPlaneSkew, e_plane = tiles * kr + kPlaneSkew;
     Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
     float* const v = v_space.data<float>();
     float* const e = e_space.data<float>();
-    parallel_for_(tiles_, 40 * kPoints * (cin_ + K_), [&](int64_t begin, int64_t end) {
-      Transform(begin, end - begin, v + begin * cin_, v_plane, e + begin * kr_, e_plane);
+    s.parallel_for(tiles, 40 * kPoints * (cin + K), [&](int64_t begin, int64_t end) {
+      transform(begin, end - begin, v + begin * cin, v_plane, e + begin * kr, e_plane);
     });
-    const WinogradOutputFn back = Kernels().winograd.reduce;
+    const WinogradOutputFn back = table.winograd.reduce;
     NoteKernel(back);
-    const int64_t plane = mr_ * kgp_;  // a point's sums of one tile of input channels
-    parallel_for_(c_tiles_, Cost(2.0 * kPoints * tiles_ * mr_ * kgp_ + 400.0 * mr_ * K_),
-                  [&](int64_t begin, int64_t end) {
+    const bool add = s.written;
+    if (add) Note(Path::kWinogradFilterFusedAdded);
+    s.written = true;
+    const int64_t plane = s.mr * s.kgp;  // a point's sums of one tile of input channels
+    s.parallel_for(c_tiles, Cost(2.0 * kPoints * tiles * s.mr * s.kgp + 400.0 * s.mr * K),
+                   [&](int64_t begin, int64_t end) {
       float* const m = Scratch<float, 38>(kPoints * plane);
-      float* const y = Scratch<float, 39>(9 * K_);
+      float* const y = Scratch<float, 39>(9 * K);
       for (int64_t ct = begin; ct < end; ++ct) {
         std::fill(m, m + kPoints * plane, 0.0f);
-        for (int xi = 0; xi < kPoints; ++xi) Reduce(0, xi, ct, tiles_, v, v_plane, e, e_plane, nullptr, m + xi * plane);
-        for (int64_t c = ct * mr_; c < std::min(FI, (ct + 1) * mr_); ++c) {
+        for (int xi = 0; xi < kPoints; ++xi) {
+          reduce(0, xi, ct, tiles, v, v_plane, e, e_plane, nullptr, m + xi * plane);
+        }
+        for (int64_t c = ct * s.mr; c < std::min(FI, (ct + 1) * s.mr); ++c) {
           float* out[9];
-          for (int t = 0; t < 9; ++t) out[t] = add ? y + t * K_ : dw + (t * FI + c) * K_;
-          back(m + (c - ct * mr_) * kgp_, plane, K_, out);
+          for (int t = 0; t < 9; ++t) out[t] = add ? y + t * K : s.dw + (t * FI + c) * K;
+          back(m + (c - ct * s.mr) * s.kgp, plane, K, out);
           for (int t = 0; add && t < 9; ++t) {
-            float* const row = dw + (t * FI + c) * K_;
-            for (int64_t k = 0; k < K_; ++k) row[k] += y[t * K_ + k];
+            float* const row = s.dw + (t * FI + c) * K;
+            for (int64_t k = 0; k < K; ++k) row[k] += y[t * K + k];
           }
         }
       }
     });
+    return;
   }
-
-  // By chunks of tiles (FilterChunkTiles): each chunk transformed, then the 36 GEMMs reduced
-  // over its tiles in order into m, a unit per (group, xi, tile of mr input channels).
-  void Chunked(float* m) const {
-    const int64_t chunk = FilterChunkTiles(tiles_, FilterTileFloats(g_, nb_));
-    if (chunk < tiles_) Note(Path::kWinogradFilterChunks);
-    const int64_t v_plane = chunk * cin_ + kPlaneSkew, e_plane = chunk * kr_ + kPlaneSkew;
-    Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
-    float* const v = v_space.data<float>();
-    float* const e = e_space.data<float>();
-    for (int64_t first = 0; first < tiles_; first += chunk) {
-      const int64_t count = std::min(chunk, tiles_ - first);
-      parallel_for_(count, 40 * kPoints * (cin_ + K_), [&](int64_t begin, int64_t end) {
-        Transform(first + begin, end - begin, v + begin * cin_, v_plane, e + begin * kr_, e_plane);
-      });
-      parallel_for_(g_.groups * kPoints * c_tiles_, Cost(2.0 * count * mr_ * kgp_), [&](int64_t begin, int64_t end) {
-        for (int64_t unit = begin; unit < end; ++unit) {
-          Reduce(unit / (kPoints * c_tiles_), unit / c_tiles_ % kPoints, unit % c_tiles_, count, v, v_plane, e,
-                 e_plane, m);
-        }
-      });
-    }
-  }
-
- private:
-  // Transforms of `count` tiles from tile `first` on: v[xi][q][c] and e[xi][q][k].
-  void Transform(int64_t first, int64_t count, float* v, int64_t v_plane, float* e, int64_t e_plane) const {
-    const float* const zeros = Scratch<float, 34>(std::max(cin_, K_));  // never written
-    for (int64_t q = 0; q < count; ++q) {
-      const int64_t i = first + q, n = i / per_image_, th = i % per_image_ / tiles_w_, tw = i % tiles_w_;
-      const void* patch[kPoints];
-      BlockPointers<kAlpha>(x_, n, th * kOut - g_.pad_top, tw * kOut - g_.pad_left, g_.in_rows, g_.in_cols, cin_, 0,
-                            zeros, patch);
-      input_fn_(patch, cin_, v + q * cin_, v_plane);
-      const void* tile[kOut * kOut];
-      BlockPointers<kOut>(dy_, n, th * kOut, tw * kOut, g_.out_rows, g_.out_cols, K_, 0, zeros, tile);
-      gradient_fn_(tile, K_, e + q * kr_, e_plane);
-      for (int xi = 0; kr_ > K_ && xi < kPoints; ++xi) {
-        float* const row = e + xi * e_plane + q * kr_;
-        std::fill(row + K_, row + kr_, 0.0f);
+  const int64_t chunk = FilterChunkTiles(tiles, tile_floats);
+  if (chunk < tiles) Note(Path::kWinogradFilterChunks);
+  const int64_t v_plane = chunk * cin + kPlaneSkew, e_plane = chunk * kr + kPlaneSkew;
+  Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
+  float* const v = v_space.data<float>();
+  float* const e = e_space.data<float>();
+  for (int64_t first = 0; first < tiles; first += chunk) {
+    const int64_t count = std::min(chunk, tiles - first);
+    s.parallel_for(count, 40 * kPoints * (cin + K), [&](int64_t begin, int64_t end) {
+      transform(first + begin, end - begin, v + begin * cin, v_plane, e + begin * kr, e_plane);
+    });
+    // The 36 GEMMs, reduced over the chunk's tiles in order into m: a unit per (group, xi,
+    // tile of mr input channels), through every column tile.
+    s.parallel_for(G * kPoints * c_tiles, Cost(2.0 * count * s.mr * s.kgp), [&](int64_t begin, int64_t end) {
+      for (int64_t unit = begin; unit < end; ++unit) {
+        reduce(unit / (kPoints * c_tiles), unit / c_tiles % kPoints, unit % c_tiles, count, v,
+               v_plane, e, e_plane, s.m);
       }
-    }
+    });
   }
-
-  // The GEMMs of point xi for group grp and the input channels of tile ct, over `count`
-  // transformed tiles in order, into the sums m (or at c, where given).
-  void Reduce(int64_t grp, int64_t xi, int64_t ct, int64_t count, const float* v, int64_t v_plane, const float* e,
-              int64_t e_plane, float* m, float* c = nullptr) const {
-    const int64_t FI = g_.filter_in_depth, Kg = g_.out_depth_per_group();
-    const int64_t c0 = ct * mr_;
-    const float* const a = v + xi * v_plane + grp * FI + c0;
-    const float* const b = e + xi * e_plane + grp * Kg;
-    if (c == nullptr) c = m + ((grp * kPoints + xi) * cp_ + c0) * kgp_;
-    for (int64_t kt = 0; kt < k_tiles_; ++kt) {
-      strided_(1, count, a, 0, cin_, std::min<int64_t>(mr_, FI - c0), b + kt * nb_, 0, kr_, c + kt * nb_, kgp_);
-    }
-  }
-
-  const ConvGeometry& g_;
-  const T* const x_;
-  const T* const dy_;
-  const int64_t mr_, nb_, cp_, kgp_;
-  const GemmStridedFn strided_;
-  const ParallelFor& parallel_for_;
-  const int64_t cin_, K_, kr_, tiles_w_, per_image_, tiles_, c_tiles_, k_tiles_;
-  WinogradInputFn input_fn_ = nullptr;
-  WinogradInputFn gradient_fn_ = nullptr;
-};
-
-}  // namespace
-
-template <typename T>
-void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* dy) {
-  State& s = *state_;
-  const FilterTileSums<T> sums(gc, x, dy, s.mr, s.nb, s.cp, s.kgp, s.strided, s.parallel_for);
-  if (s.slices > 1) return sums.Sliced(s.slices, s.m, s.m_floats);
-  if (s.fused) {
-    const bool add = s.written;
-    if (add) Note(Path::kWinogradFilterFusedAdded);
-    s.written = true;
-    return sums.Fused(s.dw, add);
-  }
-  sums.Chunked(s.m);
 }
 
 template <typename T>

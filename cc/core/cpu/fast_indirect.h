@@ -159,321 +159,239 @@ using TileKernel = std::function<void(int64_t, int64_t, const void* const*, int6
                                       const float* const*, int64_t, int64_t, float*, int64_t,
                                       bool)>;
 
-// An indirect pass: dst[n, oh, ow, dst_offset + j] for every computed pixel and column, from
-// source pixels src[n, sh, sw, src_offset + k0 + r] and the packed filter, through `kernel`.
-// Source and destination are NHWC with `src_channels` / `dst_channels` per pixel. `depth` is
-// the reduction length per tap, taken in chunks of `chunk`. `narrow` (16-bit T, or null) is
-// `kernel`'s affine form rounding to T: affine runs of whole column blocks in one chunk go
-// through it, straight to dst. Work units are (block of tiles, column block); a block's tables
-// (which source pixel each tile's taps read) are built once per thread and block.
+// Runs an indirect pass: dst[n, oh, ow, dst_offset + j] for every computed pixel and column,
+// from source pixels src[n, sh, sw, src_offset + k0 + r] and the packed filter, through
+// `kernel`. Source and destination are NHWC with `src_channels` / `dst_channels` per pixel.
+// `depth` is the reduction length per tap, taken in chunks of `chunk`. `narrow` (16-bit T,
+// or null) is `kernel`'s affine form rounding to T: affine runs of whole column blocks in one
+// chunk go through it, straight to dst.
 template <typename T, typename ColumnFn>
-class IndirectPass {
- public:
-  IndirectPass(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols, int mr, int nb,
-               const T* src, int64_t src_channels, T* dst, int64_t dst_channels, int64_t column_blocks,
-               int64_t depth, int64_t chunk, const ColumnFn& column, const TileKernel& kernel,
-               GemmAffineNarrowFn narrow)
-      : dh_(dh), dw_(dw), filter_cols_(filter_cols), mr_(mr), nb_(nb), src_(src), src_channels_(src_channels),
-        dst_(dst), dst_channels_(dst_channels), column_blocks_(column_blocks), depth_(depth), chunk_(chunk),
-        column_(column), kernel_(kernel), narrow_(narrow),
-        tiles_per_block_(std::max<int64_t>(1, kGemmPixelsPerBlock / mr)), max_taps_(dh.taps * dw.taps),
-        zeros_(std::max<int64_t>({depth, static_cast<int64_t>(nb), 1}), T(0.0f)) {
-    const IndirectLayout layout = PlanIndirect(batch, dh, dw, mr);
-    if (layout.split) Note(Path::kIndirectEdgesSplit);
-    for (const DimPart& ph : layout.parts_h) {
-      for (const DimPart& pw : layout.parts_w) {
-        const int64_t pixels = batch * ph.count * pw.count;
-        if (pixels == 0) continue;
-        classes_.push_back({ph.first, pw.first, ph.count, pw.count, pixels, blocks_, ph.taps, pw.taps, ph.bases,
-                            pw.bases});
-        blocks_ += CeilDiv(CeilDiv(pixels, mr), tiles_per_block_);
-      }
-    }
-  }
-
-  void Run(const ParallelFor& parallel_for) const {
-    const double unit_cost = 2.0 * kGemmPixelsPerBlock * nb_ * depth_ * max_taps_ / (1.0 * dh_.step() * dw_.step());
-    parallel_for(blocks_ * column_blocks_, Cost(unit_cost), [&](int64_t begin, int64_t end) {
-      const Tables tables = ThreadTables();
-      int64_t built = -1;  // the block whose tables src_pixel to dst_pixel hold
-      for (int64_t unit = begin; unit < end; ++unit) RunUnit(tables, unit, &built);
-    });
-  }
-
- private:
-  // A class: pixels of equal row part and column part (DimPart), in (image, row, column) order.
+void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols,
+                 int mr, int nb, const T* src, int64_t src_channels, T* dst,
+                 int64_t dst_channels, int64_t column_blocks, int64_t depth, int64_t chunk,
+                 const ColumnFn& column, const TileKernel& kernel, GemmAffineNarrowFn narrow,
+                 const ParallelFor& parallel_for) {
+  static_assert(sizeof(T) == 2 || std::is_same_v<T, float>, "float or a 16-bit kind");
+  // A class: pixels of equal row part and column part (DimPart), in (image, row, column)
+  // order.
   struct Class {
     int64_t h, w, rows, cols, pixels, first_block;
     std::vector<int64_t> taps_h, taps_w, base_h, base_w;
   };
-  // A thread's tables for one block of tiles, and its results not written in place.
-  struct Tables {
-    float* cbuf;
-    int64_t* dst_pixel;  // per pixel of the block: its index in dst, or -1
-    int64_t* src_pixel;  // per (tile, tap, pixel): the source pixel, or -1 (zeros)
-    int64_t* tap_of;     // per (tile, tap): the filter tap
-    int64_t* tap_count;  // per tile: its taps; -1 inside an affine run
-    // run[tile]: for the first tile of a run of affine tiles along one row, the run's length;
-    // 0 for the run's other tiles and for tiles that are not affine.
-    int64_t* run;
-    char* stored;  // per tile: results already written to dst
-    const void** a;
-    const float** b;
-    // Per pixel of a tile: the source row index (n * src_rows + row, or -1) of each candidate
-    // row tap, and the source column of each candidate column tap (or -1).
-    int64_t* src_row;
-    int64_t* src_col;
-  };
-  // A pixel's place in its class: image n, class row i, class column j.
-  struct Position {
-    int64_t n, i, j;
-  };
-
-  Tables ThreadTables() const {
-    const int64_t block_pixels = tiles_per_block_ * mr_;
-    return {Scratch<float, 0>(block_pixels * nb_),          Scratch<int64_t, 1>(block_pixels),
-            Scratch<int64_t, 2>(tiles_per_block_ * max_taps_ * mr_), Scratch<int64_t, 3>(tiles_per_block_ * max_taps_),
-            Scratch<int64_t, 4>(tiles_per_block_),          Scratch<int64_t, 5>(tiles_per_block_),
-            Scratch<char, 6>(tiles_per_block_),             Scratch<const void*, 7>(max_taps_ * mr_),
-            Scratch<const float*, 8>(max_taps_),            Scratch<int64_t, 9>(mr_ * dh_.taps),
-            Scratch<int64_t, 10>(mr_ * dw_.taps)};
-  }
-
-  // Moves `pos` on by `pixels` pixels of class cls, along its rows.
-  static void Advance(const Class& cls, int64_t pixels, Position* pos) {
-    if ((pos->j += pixels) == cls.cols) {
-      pos->j = 0;
-      if (++pos->i == cls.rows) pos->i = 0, ++pos->n;
+  const int64_t block_target = kGemmPixelsPerBlock;
+  const int64_t tiles_per_block = std::max<int64_t>(1, block_target / mr);
+  const IndirectLayout layout = PlanIndirect(batch, dh, dw, mr);
+  if (layout.split) Note(Path::kIndirectEdgesSplit);
+  std::vector<Class> classes;
+  int64_t blocks = 0;
+  for (const DimPart& ph : layout.parts_h) {
+    for (const DimPart& pw : layout.parts_w) {
+      const int64_t pixels = batch * ph.count * pw.count;
+      if (pixels == 0) continue;
+      classes.push_back({ph.first, pw.first, ph.count, pw.count, pixels, blocks,
+                         ph.taps, pw.taps, ph.bases, pw.bases});
+      blocks += CeilDiv(CeilDiv(pixels, mr), tiles_per_block);
     }
   }
+  std::vector<T> zeros(std::max<int64_t>({depth, static_cast<int64_t>(nb), 1}), T(0.0f));
+  const int64_t max_taps = dh.taps * dw.taps;
+  const double unit_cost = 2.0 * block_target * nb * depth * max_taps /
+                           (1.0 * dh.step() * dw.step());
 
-  // The tiles from `tile` on whose pixels are whole tiles in one row that every candidate tap
-  // reads inside the source (affine: pixel m of tap t is pixel 0's source + m * mult columns):
-  // their count (0 where tile is not affine). `remaining`: tiles of the block from tile on.
-  int64_t AffineRun(const Class& cls, const Position& pos, int64_t valid, int64_t remaining) const {
-    const int64_t taps_h = static_cast<int64_t>(cls.taps_h.size());
-    const int64_t taps_w = static_cast<int64_t>(cls.taps_w.size());
-    bool interior = valid == mr_ && pos.j + mr_ <= cls.cols && taps_h > 0 && taps_w > 0;
-    for (int64_t a = 0; a < taps_h && interior; ++a) {
-      const int64_t r = cls.base_h[a] + pos.i * dh_.mult();
-      interior = r >= 0 && r < dh_.src_size;
-    }
-    for (int64_t a = 0; a < taps_w && interior; ++a) {
-      const int64_t c0 = cls.base_w[a] + pos.j * dw_.mult(), c1 = c0 + (mr_ - 1) * dw_.mult();
-      interior = c0 >= 0 && c1 < dw_.src_size;
-    }
-    if (!interior) return 0;
-    int64_t last_j = cls.cols - mr_;  // the last tile start in the row that stays inside
-    for (int64_t a = 0; a < taps_w; ++a) {
-      last_j = std::min(last_j, (dw_.src_size - 1 - cls.base_w[a]) / dw_.mult() - (mr_ - 1));
-    }
-    return std::min(1 + (last_j - pos.j) / mr_, remaining);
-  }
-
-  // The tables of an affine run of `length` tiles from `tile`: every tap of the class, pixel 0's
-  // source of each.
-  void BuildRun(const Tables& t, const Class& cls, const Position& pos, int64_t tile, int64_t length) const {
-    int64_t* const tile_src = t.src_pixel + tile * max_taps_ * mr_;
-    int64_t* const tile_taps = t.tap_of + tile * max_taps_;
-    int64_t count = 0;
-    for (size_t ah = 0; ah < cls.taps_h.size(); ++ah) {
-      const int64_t row = pos.n * dh_.src_size + cls.base_h[ah] + pos.i * dh_.mult();
-      for (size_t aw = 0; aw < cls.taps_w.size(); ++aw) {
-        tile_src[count * mr_] = row * dw_.src_size + cls.base_w[aw] + pos.j * dw_.mult();
-        tile_taps[count++] = cls.taps_h[ah] * filter_cols_ + cls.taps_w[aw];
-      }
-    }
-    t.tap_count[tile] = count;
-    t.run[tile] = length;
-    for (int64_t q = 1; q < length; ++q) t.run[tile + q] = 0, t.tap_count[tile + q] = -1;
-    const int64_t first = (pos.n * dh_.size + cls.h + pos.i * dh_.step()) * dw_.size + cls.w + pos.j * dw_.step();
-    for (int64_t m = 0; m < length * mr_; ++m) t.dst_pixel[tile * mr_ + m] = first + m * dw_.step();
-  }
-
-  // The tables of one tile of `valid` pixels from `pos` on (which it moves past them): each
-  // pixel's source through each tap, -1 outside the source; taps no pixel reads are dropped.
-  void BuildTile(const Tables& t, const Class& cls, Position* pos, int64_t tile, int64_t valid) const {
-    const int64_t taps_h = static_cast<int64_t>(cls.taps_h.size());
-    const int64_t taps_w = static_cast<int64_t>(cls.taps_w.size());
-    for (int64_t m = 0; m < mr_; ++m) {
-      if (m >= valid) {
-        t.dst_pixel[tile * mr_ + m] = -1;
-        for (int64_t a = 0; a < taps_h; ++a) t.src_row[m * dh_.taps + a] = -1;
-        continue;
-      }
-      t.dst_pixel[tile * mr_ + m] =
-          (pos->n * dh_.size + cls.h + pos->i * dh_.step()) * dw_.size + cls.w + pos->j * dw_.step();
-      for (int64_t a = 0; a < taps_h; ++a) {
-        const int64_t r = cls.base_h[a] + pos->i * dh_.mult();
-        t.src_row[m * dh_.taps + a] = r >= 0 && r < dh_.src_size ? pos->n * dh_.src_size + r : -1;
-      }
-      for (int64_t a = 0; a < taps_w; ++a) {
-        const int64_t c = cls.base_w[a] + pos->j * dw_.mult();
-        t.src_col[m * dw_.taps + a] = c >= 0 && c < dw_.src_size ? c : -1;
-      }
-      Advance(cls, 1, pos);
-    }
-    int64_t* const tile_src = t.src_pixel + tile * max_taps_ * mr_;
-    int64_t count = 0;
-    for (int64_t ah = 0; ah < taps_h; ++ah) {
-      for (int64_t aw = 0; aw < taps_w; ++aw) {
-        bool any = false;
-        int64_t* s = tile_src + count * mr_;
-        for (int64_t m = 0; m < mr_; ++m) {
-          const int64_t r = t.src_row[m * dh_.taps + ah];
-          const int64_t c = m < valid ? t.src_col[m * dw_.taps + aw] : -1;
-          s[m] = r >= 0 && c >= 0 ? r * dw_.src_size + c : -1;
-          any |= s[m] >= 0;
-        }
-        if (any) t.tap_of[tile * max_taps_ + count++] = cls.taps_h[ah] * filter_cols_ + cls.taps_w[aw];
-      }
-    }
-    t.tap_count[tile] = count;
-  }
-
-  // The tables of the tiles of pixels p0 to p1 of class cls.
-  void BuildTables(const Tables& t, const Class& cls, int64_t p0, int64_t p1) const {
-    Position pos{p0 / (cls.rows * cls.cols), p0 / cls.cols % cls.rows, p0 % cls.cols};
-    const int64_t tiles = CeilDiv(p1 - p0, mr_);
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t valid = std::min<int64_t>(mr_, p1 - p0 - tile * mr_);
-      t.run[tile] = 0;
-      const int64_t length = AffineRun(cls, pos, valid, (p1 - p0) / mr_ - tile);
-      if (length > 0) {
-        BuildRun(t, cls, pos, tile, length);
-        Advance(cls, length * mr_, &pos);
-        tile += length - 1;
-        continue;
-      }
-      BuildTile(t, cls, &pos, tile, valid);
-    }
-  }
-
-  // One chunk of the reduction over an affine run of tiles from `tile`: written in place where
-  // its results are whole column blocks (16-bit through `narrow` when the reduction is one
-  // chunk), else into cbuf.
-  void AffineTiles(const Tables& t, const ColumnBlock& col, int64_t tile, int64_t count, int64_t k, int64_t chunks,
-                   int64_t len) const {
-    const int64_t* const tile_src = t.src_pixel + tile * max_taps_ * mr_;
-    const int64_t offset = col.src_offset + k * chunk_;
-    for (int64_t q = 0; q < count; ++q) t.a[q] = src_ + tile_src[q * mr_] * src_channels_ + offset;
-    float* c = t.cbuf + tile * mr_ * nb_;
-    int64_t ldc = nb_;
-    if (narrow_ != nullptr && chunks == 1 && col.width == nb_ && count <= kMaxNarrowTaps) {
-      Note(Path::kIndirectNarrowed);
-      NoteKernel(narrow_);
-      const int64_t pixel_step = dw_.mult() * src_channels_;
-      narrow_(t.run[tile], count, t.a, pixel_step, mr_ * pixel_step, t.b, len,
-              dst_ + t.dst_pixel[tile * mr_] * dst_channels_ + col.dst_offset, dw_.step() * dst_channels_);
-      std::fill(t.stored + tile, t.stored + tile + t.run[tile], 1);
-      return;
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      if (col.width == nb_) {
-        Note(Path::kIndirectInPlace);
-        c = dst_ + t.dst_pixel[tile * mr_] * dst_channels_ + col.dst_offset;
-        ldc = dw_.step() * dst_channels_;
-        std::fill(t.stored + tile, t.stored + tile + t.run[tile], 1);
-      }
-    }
-    Note(Path::kIndirectAffineRun);
-    kernel_(t.run[tile], count, t.a, dw_.mult() * src_channels_, t.b, len, col.width, c, ldc, k > 0);
-  }
-
-  // One chunk of the reduction over one tile through its table of source pixels.
-  void IndirectTile(const Tables& t, const ColumnBlock& col, int64_t tile, int64_t count, int64_t k,
-                    int64_t len) const {
-    const int64_t* const tile_src = t.src_pixel + tile * max_taps_ * mr_;
-    const int64_t offset = col.src_offset + k * chunk_;
-    for (int64_t q = 0; q < count; ++q) {
-      for (int64_t m = 0; m < mr_; ++m) {
-        const int64_t s = tile_src[q * mr_ + m];
-        t.a[q * mr_ + m] = s < 0 ? static_cast<const void*>(zeros_.data())
-                                 : static_cast<const void*>(src_ + s * src_channels_ + offset);
-      }
-    }
-    Note(Path::kIndirectTile);
-    kernel_(1, count, t.a, 0, t.b, len, col.width, t.cbuf + tile * mr_ * nb_, nb_, k > 0);
-  }
-
-  // Work unit `unit`: one column block of one block of tiles, its reduction chunks outermost (so
-  // that one chunk of the packed filter serves every tile), then the results not yet in place.
-  void RunUnit(const Tables& t, int64_t unit, int64_t* built) const {
-    const int64_t block = unit / column_blocks_, cb = unit % column_blocks_;
-    const Class& cls = *(std::upper_bound(classes_.begin(), classes_.end(), block,
-                                          [](int64_t b, const Class& c) { return b < c.first_block; }) - 1);
-    const int64_t block_pixels = tiles_per_block_ * mr_;
-    const int64_t p0 = (block - cls.first_block) * block_pixels;
-    const int64_t p1 = std::min(cls.pixels, p0 + block_pixels);
-    const ColumnBlock col = column_(cb);
-    const int64_t tiles = CeilDiv(p1 - p0, mr_);
-    // The tables depend on the block alone: a thread's next unit of the same block (the next
-    // column block) reuses them.
-    if (block != *built) {
-      BuildTables(t, cls, p0, p1);
-      *built = block;
-    }
-    const int64_t chunks = CeilDiv(depth_, chunk_);
-    if (chunks > 1) Note(Path::kIndirectChunks);
-    std::fill(t.stored, t.stored + tiles_per_block_, 0);
-    for (int64_t k = 0; k < chunks; ++k) {
-      const int64_t k0 = k * chunk_, len = std::min(chunk_, depth_ - k0);
+  parallel_for(blocks * column_blocks, Cost(unit_cost), [&](int64_t begin, int64_t end) {
+    const int64_t block_pixels = tiles_per_block * mr;
+    float* const cbuf = Scratch<float, 0>(block_pixels * nb);
+    int64_t* const dst_pixel = Scratch<int64_t, 1>(block_pixels);
+    int64_t* const src_pixel = Scratch<int64_t, 2>(tiles_per_block * max_taps * mr);
+    int64_t* const tap_of = Scratch<int64_t, 3>(tiles_per_block * max_taps);
+    int64_t* const tap_count = Scratch<int64_t, 4>(tiles_per_block);
+    // run[tile]: for the first tile of a run of affine tiles along one row, the run's
+    // length; 0 for the run's other tiles and for tiles that are not affine.
+    int64_t* const run = Scratch<int64_t, 5>(tiles_per_block);
+    char* const stored = Scratch<char, 6>(tiles_per_block);  // results already written to dst
+    const void** const a = Scratch<const void*, 7>(max_taps * mr);
+    const float** const b = Scratch<const float*, 8>(max_taps);
+    // Per pixel of a tile: the source row index (n * src_rows + row, or -1) of each
+    // candidate row tap, and the source column of each candidate column tap (or -1).
+    int64_t* const src_row = Scratch<int64_t, 9>(mr * dh.taps);
+    int64_t* const src_col = Scratch<int64_t, 10>(mr * dw.taps);
+    // Fills the tables of the tiles of pixels p0 to p1 of class cls (src_pixel, tap_of,
+    // tap_count, run, dst_pixel).
+    const auto build_tables = [&](const Class& cls, int64_t p0, int64_t p1) {
+      const int64_t rows = cls.rows, cols = cls.cols;
+      const int64_t taps_h = static_cast<int64_t>(cls.taps_h.size());
+      const int64_t taps_w = static_cast<int64_t>(cls.taps_w.size());
+      // Position of pixel p0 in its class: image n, class row i, class column j.
+      int64_t n = p0 / (rows * cols), i = p0 / cols % rows, j = p0 % cols;
+      // Which source pixel each (tile, tap, pixel) reads; taps no pixel of a tile reads are
+      // dropped from that tile.
+      const int64_t tiles = CeilDiv(p1 - p0, mr);
       for (int64_t tile = 0; tile < tiles; ++tile) {
-        const bool affine = t.run[tile] > 0;
-        if (!affine && t.tap_count[tile] < 0) continue;  // inside an affine run
-        const int64_t count = t.tap_count[tile];
-        if (count == 0) {
-          Note(Path::kIndirectNoTap);
-          if (k == 0) std::fill(t.cbuf + tile * mr_ * nb_, t.cbuf + (tile + 1) * mr_ * nb_, 0.0f);
+        const int64_t valid = std::min<int64_t>(mr, p1 - p0 - tile * mr);
+        int64_t* tile_src = src_pixel + tile * max_taps * mr;
+        int64_t* tile_taps = tap_of + tile * max_taps;
+        // A tile of whole pixels in one row that every candidate tap reads inside the source
+        // is affine: pixel m of tap t is pixel 0's source + m * mult columns.
+        bool interior = valid == mr && j + mr <= cols && taps_h > 0 && taps_w > 0;
+        for (int64_t a = 0; a < taps_h && interior; ++a) {
+          const int64_t r = cls.base_h[a] + i * dh.mult();
+          interior = r >= 0 && r < dh.src_size;
+        }
+        for (int64_t a = 0; a < taps_w && interior; ++a) {
+          const int64_t c0 = cls.base_w[a] + j * dw.mult(), c1 = c0 + (mr - 1) * dw.mult();
+          interior = c0 >= 0 && c1 < dw.src_size;
+        }
+        run[tile] = 0;
+        if (interior) {
+          // This tile and the next ones of the row that stay inside the source form a run.
+          int64_t last_j = cols - mr;  // the last tile start in the row
+          for (int64_t a = 0; a < taps_w; ++a) {
+            last_j = std::min(last_j, (dw.src_size - 1 - cls.base_w[a]) / dw.mult() - (mr - 1));
+          }
+          const int64_t length = std::min(1 + (last_j - j) / mr, (p1 - p0) / mr - tile);
+          int64_t count = 0;
+          for (int64_t ah = 0; ah < taps_h; ++ah) {
+            const int64_t row = n * dh.src_size + cls.base_h[ah] + i * dh.mult();
+            for (int64_t aw = 0; aw < taps_w; ++aw) {
+              tile_src[count * mr] = row * dw.src_size + cls.base_w[aw] + j * dw.mult();
+              tile_taps[count++] = cls.taps_h[ah] * filter_cols + cls.taps_w[aw];
+            }
+          }
+          tap_count[tile] = count;
+          run[tile] = length;
+          for (int64_t q = 1; q < length; ++q) run[tile + q] = 0, tap_count[tile + q] = -1;
+          const int64_t first = (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
+          for (int64_t m = 0; m < length * mr; ++m) dst_pixel[tile * mr + m] = first + m * dw.step();
+          if ((j += length * mr) == cols) {
+            j = 0;
+            if (++i == rows) i = 0, ++n;
+          }
+          tile += length - 1;
           continue;
         }
-        for (int64_t q = 0; q < count; ++q) {
-          t.b[q] = col.panel + t.tap_of[tile * max_taps_ + q] * col.tap_stride + k0 * col.row_floats;
+        for (int64_t m = 0; m < mr; ++m) {
+          if (m >= valid) {
+            dst_pixel[tile * mr + m] = -1;
+            for (int64_t a = 0; a < taps_h; ++a) src_row[m * dh.taps + a] = -1;
+            continue;
+          }
+          dst_pixel[tile * mr + m] =
+              (n * dh.size + cls.h + i * dh.step()) * dw.size + cls.w + j * dw.step();
+          for (int64_t a = 0; a < taps_h; ++a) {
+            const int64_t r = cls.base_h[a] + i * dh.mult();
+            src_row[m * dh.taps + a] = r >= 0 && r < dh.src_size ? n * dh.src_size + r : -1;
+          }
+          for (int64_t a = 0; a < taps_w; ++a) {
+            const int64_t c = cls.base_w[a] + j * dw.mult();
+            src_col[m * dw.taps + a] = c >= 0 && c < dw.src_size ? c : -1;
+          }
+          if (++j == cols) {
+            j = 0;
+            if (++i == rows) i = 0, ++n;
+          }
         }
-        if (affine) {
-          AffineTiles(t, col, tile, count, k, chunks, len);
-        } else {
-          IndirectTile(t, col, tile, count, k, len);
+        int64_t count = 0;
+        for (int64_t ah = 0; ah < taps_h; ++ah) {
+          for (int64_t aw = 0; aw < taps_w; ++aw) {
+            bool any = false;
+            int64_t* s = tile_src + count * mr;
+            for (int64_t m = 0; m < mr; ++m) {
+              const int64_t r = src_row[m * dh.taps + ah];
+              const int64_t c = m < valid ? src_col[m * dw.taps + aw] : -1;
+              s[m] = r >= 0 && c >= 0 ? r * dw.src_size + c : -1;
+              any |= s[m] >= 0;
+            }
+            if (any) tile_taps[count++] = cls.taps_h[ah] * filter_cols + cls.taps_w[aw];
+          }
+        }
+        tap_count[tile] = count;
+      }
+    };
+    int64_t built = -1;  // the block whose tables src_pixel to dst_pixel hold
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t block = unit / column_blocks, cb = unit % column_blocks;
+      const Class& cls = *(std::upper_bound(classes.begin(), classes.end(), block,
+                                            [](int64_t b, const Class& c) { return b < c.first_block; }) - 1);
+      const int64_t p0 = (block - cls.first_block) * block_pixels;
+      const int64_t p1 = std::min(cls.pixels, p0 + block_pixels);
+      const ColumnBlock col = column(cb);
+      const int64_t tiles = CeilDiv(p1 - p0, mr);
+      // The tables depend on the block alone: a thread's next unit of the same block (the
+      // next column block) reuses them.
+      if (block != built) {
+        build_tables(cls, p0, p1);
+        built = block;
+      }
+      // Reduction chunks outermost, so that one chunk of the packed filter serves every tile.
+      const int64_t chunks = CeilDiv(depth, chunk);
+      if (chunks > 1) Note(Path::kIndirectChunks);
+      std::fill(stored, stored + tiles_per_block, 0);
+      for (int64_t k = 0; k < chunks; ++k) {
+        const int64_t k0 = k * chunk, len = std::min(chunk, depth - k0);
+        for (int64_t tile = 0; tile < tiles; ++tile) {
+          float* c = cbuf + tile * mr * nb;
+          const bool affine = run[tile] > 0;
+          if (!affine && tap_count[tile] < 0) continue;  // inside an affine run
+          const int64_t count = tap_count[tile];
+          if (count == 0) {
+            Note(Path::kIndirectNoTap);
+            if (k == 0) std::fill(c, c + mr * nb, 0.0f);
+            continue;
+          }
+          const int64_t* tile_src = src_pixel + tile * max_taps * mr;
+          const int64_t offset = col.src_offset + k0;
+          for (int64_t t = 0; t < count; ++t) {
+            b[t] = col.panel + tap_of[tile * max_taps + t] * col.tap_stride + k0 * col.row_floats;
+          }
+          if (affine) {
+            for (int64_t t = 0; t < count; ++t) a[t] = src + tile_src[t * mr] * src_channels + offset;
+            int64_t ldc = nb;
+            if (narrow != nullptr && chunks == 1 && col.width == nb && count <= kMaxNarrowTaps) {
+              // 16-bit results of whole column blocks, rounded by the micro-kernel in place.
+              Note(Path::kIndirectNarrowed);
+              NoteKernel(narrow);
+              const int64_t pixel_step = dw.mult() * src_channels;
+              narrow(run[tile], count, a, pixel_step, mr * pixel_step, b, len,
+                     dst + dst_pixel[tile * mr] * dst_channels + col.dst_offset,
+                     dw.step() * dst_channels);
+              std::fill(stored + tile, stored + tile + run[tile], 1);
+              continue;
+            }
+            if constexpr (std::is_same_v<T, float>) {
+              // Float results of whole column blocks go straight to their place in dst.
+              if (col.width == nb) {
+                Note(Path::kIndirectInPlace);
+                c = dst + dst_pixel[tile * mr] * dst_channels + col.dst_offset;
+                ldc = dw.step() * dst_channels;
+                std::fill(stored + tile, stored + tile + run[tile], 1);
+              }
+            }
+            Note(Path::kIndirectAffineRun);
+            kernel(run[tile], count, a, dw.mult() * src_channels, b, len, col.width,
+                   c, ldc, k > 0);
+            continue;
+          }
+          for (int64_t t = 0; t < count; ++t) {
+            for (int64_t m = 0; m < mr; ++m) {
+              const int64_t s = tile_src[t * mr + m];
+              a[t * mr + m] = s < 0 ? static_cast<const void*>(zeros.data())
+                                    : static_cast<const void*>(src + s * src_channels + offset);
+            }
+          }
+          Note(Path::kIndirectTile);
+          kernel(1, count, a, 0, b, len, col.width, c, nb, k > 0);
+        }
+      }
+      // Tiles written in place are skipped whole (no division per pixel).
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        if (stored[tile]) continue;
+        for (int64_t q = tile * mr; q < (tile + 1) * mr; ++q) {
+          if (dst_pixel[q] < 0) continue;
+          WriteOut(cbuf + q * nb, col.width, dst + dst_pixel[q] * dst_channels + col.dst_offset);
         }
       }
     }
-    // Tiles written in place are skipped whole (no division per pixel).
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      if (t.stored[tile]) continue;
-      for (int64_t q = tile * mr_; q < (tile + 1) * mr_; ++q) {
-        if (t.dst_pixel[q] < 0) continue;
-        WriteOut(t.cbuf + q * nb_, col.width, dst_ + t.dst_pixel[q] * dst_channels_ + col.dst_offset);
-      }
-    }
-  }
-
-  const DimMap& dh_;
-  const DimMap& dw_;
-  const int64_t filter_cols_;
-  const int64_t mr_, nb_;
-  const T* const src_;
-  const int64_t src_channels_;
-  T* const dst_;
-  const int64_t dst_channels_, column_blocks_, depth_, chunk_;
-  const ColumnFn& column_;
-  const TileKernel& kernel_;
-  const GemmAffineNarrowFn narrow_;
-  const int64_t tiles_per_block_, max_taps_;
-  std::vector<Class> classes_;
-  int64_t blocks_ = 0;
-  const std::vector<T> zeros_;
-};
-
-// Runs an indirect pass (IndirectPass).
-template <typename T, typename ColumnFn>
-void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols, int mr, int nb,
-                 const T* src, int64_t src_channels, T* dst, int64_t dst_channels, int64_t column_blocks,
-                 int64_t depth, int64_t chunk, const ColumnFn& column, const TileKernel& kernel,
-                 GemmAffineNarrowFn narrow, const ParallelFor& parallel_for) {
-  static_assert(sizeof(T) == 2 || std::is_same_v<T, float>, "float or a 16-bit kind");
-  IndirectPass<T, ColumnFn>(batch, dh, dw, filter_cols, mr, nb, src, src_channels, dst, dst_channels, column_blocks,
-                            depth, chunk, column, kernel, narrow)
-      .Run(parallel_for);
+  });
 }
 
 
