@@ -686,120 +686,148 @@ WinogradFilter<T>::~WinogradFilter() {
   delete state_;
 }
 
+namespace {
+// One call of WinogradFilter::Accumulate over a chunk of images gc: the transforms of its
+// tiles and the GEMMs of their sums.
 template <typename T>
-void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* dy) {
-  constexpr int kind = KindOf<T>();
-  State& s = *state_;
-  const KernelTable& table = Kernels();
-  const int64_t G = gc.groups, FI = gc.filter_in_depth, K = gc.out_depth, Kg = gc.out_depth_per_group();
+struct FilterCall {
+  const ConvGeometry& g;
+  const T* x;
+  const T* dy;
+  int64_t mr, nb, cp, kgp;
+  GemmStridedFn strided;
   // Row lengths of v and e. A column tile of the last group reads past K where the group's
   // columns are not whole tiles: e's rows are then longer, zero past K.
-  const int64_t cin = gc.in_depth, kr = Kg % s.nb == 0 ? K : K + s.nb;
-  const int64_t tiles_h = CeilDiv(gc.out_rows, kOut), tiles_w = CeilDiv(gc.out_cols, kOut);
-  const int64_t per_image = tiles_h * tiles_w, tiles = gc.batch * per_image;
-  const int64_t tile_floats = FilterTileFloats(gc, s.nb);
-  const int64_t c_tiles = CeilDiv(FI, s.mr), k_tiles = s.kgp / s.nb;
-  const WinogradInputFn input_fn = table.winograd.input[kind];
-  const WinogradInputFn gradient_fn = table.winograd.gradient[kind];
-  NoteKernel(input_fn), NoteKernel(gradient_fn), NoteKernel(s.strided);
+  int64_t cin = 0, kr = 0;
+  int64_t tiles_w = 0, per_image = 0, tiles = 0, c_tiles = 0, k_tiles = 0;
+  WinogradInputFn input_fn = nullptr, gradient_fn = nullptr;
+
+  FilterCall(const ConvGeometry& gc, const T* x_in, const T* dy_in, int64_t mr_in, int64_t nb_in, int64_t cp_in,
+             int64_t kgp_in, GemmStridedFn strided_in)
+      : g(gc), x(x_in), dy(dy_in), mr(mr_in), nb(nb_in), cp(cp_in), kgp(kgp_in), strided(strided_in) {
+    cin = g.in_depth, kr = g.out_depth_per_group() % nb == 0 ? g.out_depth : g.out_depth + nb;
+    tiles_w = CeilDiv(g.out_cols, kOut), per_image = CeilDiv(g.out_rows, kOut) * tiles_w;
+    tiles = g.batch * per_image;
+    c_tiles = CeilDiv(g.filter_in_depth, mr), k_tiles = kgp / nb;
+    input_fn = Kernels().winograd.input[KindOf<T>()];
+    gradient_fn = Kernels().winograd.gradient[KindOf<T>()];
+  }
+
   // Transforms of `count` tiles from tile `first` on: v[xi][q][c] and e[xi][q][k].
-  const auto transform = [&](int64_t first, int64_t count, float* v, int64_t v_plane, float* e,
-                             int64_t e_plane) {
+  void Transform(int64_t first, int64_t count, float* v, int64_t v_plane, float* e, int64_t e_plane) const {
+    const int64_t K = g.out_depth, row = kr;
     const float* const zeros = Scratch<float, 34>(std::max(cin, K));  // never written
     for (int64_t q = 0; q < count; ++q) {
       const int64_t i = first + q, n = i / per_image, th = i % per_image / tiles_w, tw = i % tiles_w;
       const void* patch[kPoints];
-      BlockPointers<kAlpha>(x, n, th * kOut - gc.pad_top, tw * kOut - gc.pad_left, gc.in_rows,
-                            gc.in_cols, cin, 0, zeros, patch);
+      BlockPointers<kAlpha>(x, n, th * kOut - g.pad_top, tw * kOut - g.pad_left, g.in_rows, g.in_cols, cin, 0, zeros,
+                            patch);
       input_fn(patch, cin, v + q * cin, v_plane);
       const void* tile[kOut * kOut];
-      BlockPointers<kOut>(dy, n, th * kOut, tw * kOut, gc.out_rows, gc.out_cols, K, 0, zeros, tile);
-      gradient_fn(tile, K, e + q * kr, e_plane);
-      for (int xi = 0; kr > K && xi < kPoints; ++xi) {
-        float* const row = e + xi * e_plane + q * kr;
-        std::fill(row + K, row + kr, 0.0f);
+      BlockPointers<kOut>(dy, n, th * kOut, tw * kOut, g.out_rows, g.out_cols, K, 0, zeros, tile);
+      gradient_fn(tile, K, e + q * row, e_plane);
+      for (int xi = 0; row > K && xi < kPoints; ++xi) {
+        float* const padded = e + xi * e_plane + q * row;
+        std::fill(padded + K, padded + row, 0.0f);
       }
     }
-  };
+  }
+
+  // Where the sums m[grp][xi][c][k] of group grp, point xi and input-channel tile ct begin.
+  float* SumsAt(float* m, int64_t grp, int xi, int64_t ct) const {
+    return m + ((grp * kPoints + xi) * cp + ct * mr) * kgp;
+  }
+
   // The GEMMs of point xi for group grp and the input channels of tile ct, over `count`
-  // transformed tiles in order, into the sums m (by default, the state's).
-  const auto reduce = [&](int64_t grp, int64_t xi, int64_t ct, int64_t count, const float* v,
-                          int64_t v_plane, const float* e, int64_t e_plane, float* m,
-                          float* c = nullptr) {
-    const int64_t c0 = ct * s.mr;
+  // transformed tiles in order, into the sums at c (rows kgp apart).
+  void Reduce(int64_t grp, int xi, int64_t ct, int64_t count, const float* v, int64_t v_plane, const float* e,
+              int64_t e_plane, float* c) const {
+    const int64_t c0 = ct * mr, FI = g.filter_in_depth;
     const float* const a = v + xi * v_plane + grp * FI + c0;
-    const float* const b = e + xi * e_plane + grp * Kg;
-    if (c == nullptr) c = m + ((grp * kPoints + xi) * s.cp + c0) * s.kgp;
+    const float* const b = e + xi * e_plane + grp * g.out_depth_per_group();
     for (int64_t kt = 0; kt < k_tiles; ++kt) {
-      s.strided(1, count, a, 0, cin, std::min<int64_t>(s.mr, FI - c0), b + kt * s.nb, 0, kr,
-                c + kt * s.nb, s.kgp);
+      strided(1, count, a, 0, cin, std::min<int64_t>(mr, FI - c0), b + kt * nb, 0, kr, c + kt * nb, kgp);
     }
-  };
-  if (s.slices > 1) {
-    // Slice j holds tiles [j * per, (j + 1) * per), transformed and reduced block by block.
-    Note(Path::kWinogradFilterSliced);
-    const int64_t per = CeilDiv(tiles, s.slices);
-    const int64_t block = std::max<int64_t>(1, kSliceBlockFloats / tile_floats);
-    s.parallel_for(s.slices, Cost(2.0 * per * kPoints * FI * Kg * G + 400.0 * per * (cin + K)),
-                   [&](int64_t begin, int64_t end) {
-      const int64_t v_plane = block * cin + kPlaneSkew, e_plane = block * kr + kPlaneSkew;
-      float* const v = Scratch<float, 35>(kPoints * v_plane);
-      float* const e = Scratch<float, 36>(kPoints * e_plane);
-      for (int64_t j = begin; j < end; ++j) {
-        float* const m = s.m + j * s.m_floats;
-        const int64_t stop = std::min(tiles, (j + 1) * per);
-        for (int64_t first = j * per; first < stop; first += block) {
-          const int64_t count = std::min(block, stop - first);
-          transform(first, count, v, v_plane, e, e_plane);
-          for (int64_t grp = 0; grp < G; ++grp) {
-            for (int xi = 0; xi < kPoints; ++xi) {
-              for (int64_t ct = 0; ct < c_tiles; ++ct) reduce(grp, xi, ct, count, v, v_plane, e, e_plane, m);
+  }
+};
+
+// Sliced (kSlicedMaxFloats): slice j of `slices` holds tiles [j * per, (j + 1) * per),
+// transformed and reduced block by block into its sums at m + j * m_floats.
+template <typename T>
+void AccumulateSliced(const FilterCall<T>& call, float* m, int64_t m_floats, int64_t slices,
+                      const ParallelFor& parallel_for) {
+  Note(Path::kWinogradFilterSliced);
+  const ConvGeometry& g = call.g;
+  const int64_t tiles = call.tiles, cin = call.cin, kr = call.kr;
+  const int64_t per = CeilDiv(tiles, slices);
+  const int64_t block = std::max<int64_t>(1, kSliceBlockFloats / FilterTileFloats(g, call.nb));
+  const double cost = 2.0 * per * kPoints * g.filter_in_depth * g.out_depth_per_group() * g.groups +
+                      400.0 * per * (cin + g.out_depth);
+  parallel_for(slices, Cost(cost), [&](int64_t begin, int64_t end) {
+    const int64_t v_plane = block * cin + kPlaneSkew, e_plane = block * kr + kPlaneSkew;
+    float* const v = Scratch<float, 35>(kPoints * v_plane);
+    float* const e = Scratch<float, 36>(kPoints * e_plane);
+    for (int64_t j = begin; j < end; ++j) {
+      float* const mj = m + j * m_floats;
+      const int64_t stop = std::min(tiles, (j + 1) * per);
+      for (int64_t first = j * per; first < stop; first += block) {
+        const int64_t count = std::min(block, stop - first);
+        call.Transform(first, count, v, v_plane, e, e_plane);
+        for (int64_t grp = 0; grp < g.groups; ++grp) {
+          for (int xi = 0; xi < kPoints; ++xi) {
+            for (int64_t ct = 0; ct < call.c_tiles; ++ct) {
+              call.Reduce(grp, xi, ct, count, v, v_plane, e, e_plane, call.SumsAt(mj, grp, xi, ct));
             }
           }
         }
       }
-    });
-    return;
-  }
-  if (s.fused) {
-    // Every tile at once (FilterFused); a unit per tile of input channels reduces its 36 sets
-    // of sums in order and transforms them back into dw (added after the first call).
-    const int64_t v_plane = tiles * cin + kPlaneSkew, e_plane = tiles * kr + kPlaneSkew;
-    Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
-    float* const v = v_space.data<float>();
-    float* const e = e_space.data<float>();
-    s.parallel_for(tiles, 40 * kPoints * (cin + K), [&](int64_t begin, int64_t end) {
-      transform(begin, end - begin, v + begin * cin, v_plane, e + begin * kr, e_plane);
-    });
-    const WinogradOutputFn back = table.winograd.reduce;
-    NoteKernel(back);
-    const bool add = s.written;
-    if (add) Note(Path::kWinogradFilterFusedAdded);
-    s.written = true;
-    const int64_t plane = s.mr * s.kgp;  // a point's sums of one tile of input channels
-    s.parallel_for(c_tiles, Cost(2.0 * kPoints * tiles * s.mr * s.kgp + 400.0 * s.mr * K),
-                   [&](int64_t begin, int64_t end) {
-      float* const m = Scratch<float, 38>(kPoints * plane);
-      float* const y = Scratch<float, 39>(9 * K);
-      for (int64_t ct = begin; ct < end; ++ct) {
-        std::fill(m, m + kPoints * plane, 0.0f);
-        for (int xi = 0; xi < kPoints; ++xi) {
-          reduce(0, xi, ct, tiles, v, v_plane, e, e_plane, nullptr, m + xi * plane);
-        }
-        for (int64_t c = ct * s.mr; c < std::min(FI, (ct + 1) * s.mr); ++c) {
-          float* out[9];
-          for (int t = 0; t < 9; ++t) out[t] = add ? y + t * K : s.dw + (t * FI + c) * K;
-          back(m + (c - ct * s.mr) * s.kgp, plane, K, out);
-          for (int t = 0; add && t < 9; ++t) {
-            float* const row = s.dw + (t * FI + c) * K;
-            for (int64_t k = 0; k < K; ++k) row[k] += y[t * K + k];
-          }
+    }
+  });
+}
+
+// Fused (FilterFused): every tile at once; a unit per tile of input channels reduces its 36
+// sets of sums in order and transforms them back into dw (added to it with `add`).
+template <typename T>
+void AccumulateFused(const FilterCall<T>& call, float* dw, bool add, const ParallelFor& parallel_for) {
+  const int64_t tiles = call.tiles, cin = call.cin, kr = call.kr, mr = call.mr, kgp = call.kgp;
+  const int64_t FI = call.g.filter_in_depth, K = call.g.out_depth;
+  const int64_t v_plane = tiles * cin + kPlaneSkew, e_plane = tiles * kr + kPlaneSkew;
+  Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
+  float* const v = v_space.data<float>();
+  float* const e = e_space.data<float>();
+  parallel_for(tiles, 40 * kPoints * (cin + K), [&](int64_t begin, int64_t end) {
+    call.Transform(begin, end - begin, v + begin * cin, v_plane, e + begin * kr, e_plane);
+  });
+  const WinogradOutputFn back = Kernels().winograd.reduce;
+  NoteKernel(back);
+  if (add) Note(Path::kWinogradFilterFusedAdded);
+  const int64_t plane = mr * kgp;  // a point's sums of one tile of input channels
+  parallel_for(call.c_tiles, Cost(2.0 * kPoints * tiles * mr * kgp + 400.0 * mr * K), [&](int64_t begin, int64_t end) {
+    float* const m = Scratch<float, 38>(kPoints * plane);
+    float* const y = Scratch<float, 39>(9 * K);
+    for (int64_t ct = begin; ct < end; ++ct) {
+      std::fill(m, m + kPoints * plane, 0.0f);
+      for (int xi = 0; xi < kPoints; ++xi) call.Reduce(0, xi, ct, tiles, v, v_plane, e, e_plane, m + xi * plane);
+      for (int64_t c = ct * mr; c < std::min(FI, (ct + 1) * mr); ++c) {
+        float* out[9];
+        for (int t = 0; t < 9; ++t) out[t] = add ? y + t * K : dw + (t * FI + c) * K;
+        back(m + (c - ct * mr) * kgp, plane, K, out);
+        for (int t = 0; add && t < 9; ++t) {
+          float* const row = dw + (t * FI + c) * K;
+          for (int64_t k = 0; k < K; ++k) row[k] += y[t * K + k];
         }
       }
-    });
-    return;
-  }
-  const int64_t chunk = FilterChunkTiles(tiles, tile_floats);
+    }
+  });
+}
+
+// Neither: chunks of tiles (FilterChunkTiles) transformed through memory, and the 36 GEMMs
+// reduced over each chunk's tiles in order into m: a unit per (group, xi, tile of mr input
+// channels), through every column tile.
+template <typename T>
+void AccumulateChunks(const FilterCall<T>& call, float* m, const ParallelFor& parallel_for) {
+  const int64_t tiles = call.tiles, cin = call.cin, kr = call.kr, c_tiles = call.c_tiles;
+  const int64_t chunk = FilterChunkTiles(tiles, FilterTileFloats(call.g, call.nb));
   if (chunk < tiles) Note(Path::kWinogradFilterChunks);
   const int64_t v_plane = chunk * cin + kPlaneSkew, e_plane = chunk * kr + kPlaneSkew;
   Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
@@ -807,18 +835,33 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
   float* const e = e_space.data<float>();
   for (int64_t first = 0; first < tiles; first += chunk) {
     const int64_t count = std::min(chunk, tiles - first);
-    s.parallel_for(count, 40 * kPoints * (cin + K), [&](int64_t begin, int64_t end) {
-      transform(first + begin, end - begin, v + begin * cin, v_plane, e + begin * kr, e_plane);
+    parallel_for(count, 40 * kPoints * (cin + call.g.out_depth), [&](int64_t begin, int64_t end) {
+      call.Transform(first + begin, end - begin, v + begin * cin, v_plane, e + begin * kr, e_plane);
     });
-    // The 36 GEMMs, reduced over the chunk's tiles in order into m: a unit per (group, xi,
-    // tile of mr input channels), through every column tile.
-    s.parallel_for(G * kPoints * c_tiles, Cost(2.0 * count * s.mr * s.kgp), [&](int64_t begin, int64_t end) {
+    parallel_for(call.g.groups * kPoints * c_tiles, Cost(2.0 * count * call.mr * call.kgp),
+                 [&](int64_t begin, int64_t end) {
       for (int64_t unit = begin; unit < end; ++unit) {
-        reduce(unit / (kPoints * c_tiles), unit / c_tiles % kPoints, unit % c_tiles, count, v,
-               v_plane, e, e_plane, s.m);
+        const int64_t grp = unit / (kPoints * c_tiles), ct = unit % c_tiles;
+        const int xi = static_cast<int>(unit / c_tiles % kPoints);
+        call.Reduce(grp, xi, ct, count, v, v_plane, e, e_plane, call.SumsAt(m, grp, xi, ct));
       }
     });
   }
+}
+}  // namespace
+
+template <typename T>
+void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* dy) {
+  State& s = *state_;
+  const FilterCall<T> call(gc, x, dy, s.mr, s.nb, s.cp, s.kgp, s.strided);
+  NoteKernel(call.input_fn), NoteKernel(call.gradient_fn), NoteKernel(s.strided);
+  if (s.slices > 1) return AccumulateSliced(call, s.m, s.m_floats, s.slices, s.parallel_for);
+  if (s.fused) {
+    AccumulateFused(call, s.dw, s.written, s.parallel_for);
+    s.written = true;
+    return;
+  }
+  AccumulateChunks(call, s.m, s.parallel_for);
 }
 
 template <typename T>

@@ -140,6 +140,151 @@ void PadPixels(const T* in, int64_t n, int64_t channels, T* out) {
   }
 }
 
+// The constants of a banded pass (RunBanded's arguments, and what it derives from them).
+template <typename T>
+struct BandedPass {
+  const BandPlan& plan;
+  const DimMap& dh;
+  const DimMap& dw;
+  int mr, nb;
+  const T* src;
+  int64_t src_channels;
+  bool pad_pixels;
+  T* dst;
+  int64_t dst_channels;
+  int64_t depth, chunk;
+  GemmAffineFn affine;
+  GemmIndirectFn indirect;
+  GemmAffineNarrowFn narrow;
+  int64_t copy_channels = 0;  // per pixel of the copy: src_channels and the padding zero
+  // Tap t = (a, b): offset from the computed pixel's position in the copy, and filter slot;
+  // merged, one tap per filter row, at its leftmost column.
+  std::vector<int64_t> tap_offset{}, tap_slot{};
+  int64_t taps = 0, chunks = 0;
+
+  // Where computed pixel (i, j) of a band reads tap 0, in elements of the copy.
+  int64_t At(int64_t i, int64_t j) const { return (i * plan.step_h * plan.pitch + j * plan.step_w) * copy_channels; }
+};
+
+// Copies the source rows of band i0 (rows computed rows) of image n into `copy`: copy row r is
+// source row i0 * step_h + low_h + r, columns from low_w; zeros outside the source and in the
+// slack past the copy.
+template <typename T>
+void CopyBand(const BandedPass<T>& p, int64_t n, int64_t i0, int64_t rows, T* copy) {
+  const BandPlan& plan = p.plan;
+  const int64_t pitch = plan.pitch, low_w = plan.low_w, copy_channels = p.copy_channels;
+  const int64_t src_channels = p.src_channels;
+  const int64_t copy_rows = (rows - 1) * plan.step_h + plan.span_h;
+  const int64_t c0 = std::max<int64_t>(0, low_w), c1 = std::min(p.dw.src_size, low_w + pitch);
+  for (int64_t r = 0; r < copy_rows; ++r) {
+    T* out = copy + r * pitch * copy_channels;
+    const int64_t sr = i0 * plan.step_h + plan.low_h + r;
+    if (sr < 0 || sr >= p.dh.src_size || c1 <= c0) {
+      std::fill(out, out + pitch * copy_channels, T(0.0f));
+      continue;
+    }
+    const T* in = p.src + (n * p.dh.src_size + sr) * p.dw.src_size * src_channels;
+    std::fill(out, out + (c0 - low_w) * copy_channels, T(0.0f));
+    T* const inside = out + (c0 - low_w) * copy_channels;
+    if (!p.pad_pixels) {
+      std::copy(in + c0 * src_channels, in + c1 * src_channels, inside);
+    } else {
+      PadPixels(in + c0 * src_channels, c1 - c0, src_channels, inside);
+    }
+    std::fill(out + (c1 - low_w) * copy_channels, out + pitch * copy_channels, T(0.0f));
+  }
+  T* const slack = copy + copy_rows * pitch * copy_channels;
+  std::fill(slack, slack + plan.copy_slack * copy_channels, T(0.0f));
+}
+
+// A band of one column block: its rows, where its results go in dst (out0: its first row), and
+// how (`narrowed`: 16-bit rounded by `narrow`; `in_place`: whole rows' tiles straight to dst).
+struct BandBlock {
+  int64_t rows = 0;
+  bool narrowed = false, in_place = false;
+};
+
+// Computes column block `col` of a band (copied into `copy`) by reduction chunks: its rows'
+// whole tiles (into dst or cbuf), its left-over pixels (into cbuf past the rows' tiles), or
+// with whole runs the band as one run into cbuf.
+template <typename T>
+void BandChunks(const BandedPass<T>& p, const BandBlock& bb, const ColumnBlock& col, const T* copy, T* out0,
+                float* cbuf, const void** a, const float** b) {
+  const BandPlan& plan = p.plan;
+  const int64_t mr = p.mr, nb = p.nb, taps = p.taps, copy_channels = p.copy_channels, rows = bb.rows;
+  const int64_t row_tiles = plan.row_tiles, row_rest = plan.row_rest, step_w = plan.step_w;
+  const int64_t rest = rows * row_rest;  // left-over pixels of the band
+  float* const rest_c = cbuf + rows * row_tiles * mr * nb;
+  const bool one_tile_rows = row_tiles == 1 && row_rest == 0;
+  for (int64_t k = 0; k < p.chunks; ++k) {
+    const int64_t k0 = k * p.chunk, len = std::min(p.chunk, p.depth - k0);
+    for (int64_t t = 0; t < taps; ++t) b[t] = col.panel + p.tap_slot[t] * col.tap_stride + k0 * col.row_floats;
+    const T* const base = copy + col.src_offset + k0;
+    if (plan.whole_runs) {
+      for (int64_t t = 0; t < taps; ++t) a[t] = base + p.tap_offset[t];
+      p.affine(CeilDiv((rows - 1) * plan.pitch + p.dw.size, mr), taps, a, copy_channels, b, len, cbuf, nb, k > 0);
+      continue;
+    }
+    if (bb.narrowed && one_tile_rows) {
+      // Rows of one tile each, their results one after another in dst: the band in one
+      // call, which pairs the tiles of two rows.
+      for (int64_t t = 0; t < taps; ++t) a[t] = base + p.tap_offset[t];
+      p.narrow(rows, taps, a, step_w * copy_channels, p.At(1, 0), b, len, out0, p.dst_channels);
+      continue;
+    }
+    for (int64_t i = 0; i < rows && row_tiles > 0; ++i) {
+      for (int64_t t = 0; t < taps; ++t) a[t] = base + p.At(i, 0) + p.tap_offset[t];
+      T* const out = out0 + i * p.dw.size * p.dst_channels;
+      if (bb.narrowed) {
+        p.narrow(row_tiles, taps, a, step_w * copy_channels, mr * step_w * copy_channels, b, len, out,
+                 p.dst_channels);
+        continue;
+      }
+      float* c = cbuf + i * row_tiles * mr * nb;
+      int64_t ldc = nb;
+      if constexpr (std::is_same_v<T, float>) {
+        if (bb.in_place) c = out, ldc = p.dst_channels;
+      }
+      p.affine(row_tiles, taps, a, step_w * copy_channels, b, len, c, ldc, k > 0);
+    }
+    // Left-over pixel q is (q / row_rest, row_tiles * mr + q % row_rest); a tile's pixels
+    // past the last repeat the first.
+    for (int64_t q0 = 0; q0 < rest; q0 += mr) {
+      for (int64_t m = 0; m < mr; ++m) {
+        const int64_t q = q0 + m < rest ? q0 + m : q0;
+        const T* const src = base + p.At(q / row_rest, row_tiles * mr + q % row_rest);
+        for (int64_t t = 0; t < taps; ++t) a[t * mr + m] = src + p.tap_offset[t];
+      }
+      p.indirect(taps, a, b, len, rest_c + q0 * nb, k > 0);
+    }
+  }
+}
+
+// Writes the results of a band's column block that BandChunks left in cbuf to dst.
+template <typename T>
+void WriteBand(const BandedPass<T>& p, const BandBlock& bb, const ColumnBlock& col, const float* cbuf, T* out0) {
+  const BandPlan& plan = p.plan;
+  const int64_t mr = p.mr, nb = p.nb, row_tiles = plan.row_tiles, row_rest = plan.row_rest;
+  const float* const rest_c = cbuf + bb.rows * row_tiles * mr * nb;
+  // Whole runs over every channel in one column block: a computed row's results lie in cbuf
+  // as its pixels in dst, and go out in one call.
+  const bool whole_rows = plan.whole_runs && col.width == nb && p.dst_channels == nb;
+  if (whole_rows) Note(Path::kBandedWholeRowsOut);
+  for (int64_t i = 0; i < bb.rows; ++i) {
+    T* const out = out0 + i * p.dw.size * p.dst_channels;
+    if (whole_rows) {
+      WriteOut(cbuf + i * plan.pitch * nb, p.dw.size * nb, out);
+      continue;
+    }
+    for (int64_t j = bb.in_place ? row_tiles * mr : 0; j < p.dw.size; ++j) {
+      const float* c = plan.whole_runs     ? cbuf + (i * plan.pitch + j) * nb
+                       : j < row_tiles * mr ? cbuf + (i * row_tiles * mr + j) * nb
+                                            : rest_c + (i * row_rest + j - row_tiles * mr) * nb;
+      WriteOut(c, col.width, out + j * p.dst_channels);
+    }
+  }
+}
+
 // Runs a forward pass, or a stride-1 backprop-input pass, through zero-padded copies of
 // bands of source rows, as `plan` (PlanBands of the same batch, maps, column blocks, mr and
 // whole_runs, within BandCopyFits) lays them out. In the copy every computed pixel reads
@@ -177,162 +322,56 @@ void RunBanded(const BandPlan& plan, int64_t batch, const DimMap& dh, const DimM
                int64_t depth, int64_t chunk, const ColumnFn& column, GemmAffineFn affine,
                GemmIndirectFn indirect, GemmAffineNarrowFn narrow,
                const ParallelFor& parallel_for) {
-  const int64_t copy_channels = src_channels + (pad_pixels ? 1 : 0);
-  const std::vector<int64_t>& taps_h = plan.taps_h;
-  const std::vector<int64_t>& base_h = plan.base_h;
-  const std::vector<int64_t>& taps_w = plan.taps_w;
-  const std::vector<int64_t>& base_w = plan.base_w;
-  const int64_t low_h = plan.low_h, low_w = plan.low_w, span_h = plan.span_h;
-  const int64_t step_h = plan.step_h, step_w = plan.step_w, pitch = plan.pitch;
-  const int64_t band = plan.band, bands = plan.bands;
-  if (plan.split) Note(Path::kBandedSplit);
-  // Tap t = (a, b): offset from the computed pixel's position in the copy, and filter slot;
-  // merged, one tap per filter row, at its leftmost column.
-  std::vector<int64_t> tap_offset, tap_slot;
-  for (size_t a = 0; a < taps_h.size(); ++a) {
-    for (size_t b = 0; b < (merge_cols ? 1 : taps_w.size()); ++b) {
-      const int64_t tw = merge_cols ? (reversed_cols ? filter_cols - 1 : 0) : taps_w[b];
-      const int64_t col = merge_cols ? low_w : base_w[b];
-      tap_offset.push_back(((base_h[a] - low_h) * pitch + col - low_w) * copy_channels);
-      tap_slot.push_back(FilterSlot(taps_h[a] * filter_cols + tw, filter_cols, reversed_cols));
+  if (merge_cols) depth *= filter_cols, chunk = depth;
+  BandedPass<T> p{plan, dh, dw, mr, nb, src, src_channels, pad_pixels, dst, dst_channels, depth, chunk,
+                  affine, indirect, narrow};
+  p.copy_channels = src_channels + (pad_pixels ? 1 : 0);
+  for (size_t a = 0; a < plan.taps_h.size(); ++a) {
+    for (size_t b = 0; b < (merge_cols ? 1 : plan.taps_w.size()); ++b) {
+      const int64_t tw = merge_cols ? (reversed_cols ? filter_cols - 1 : 0) : plan.taps_w[b];
+      const int64_t col = merge_cols ? plan.low_w : plan.base_w[b];
+      p.tap_offset.push_back(((plan.base_h[a] - plan.low_h) * plan.pitch + col - plan.low_w) * p.copy_channels);
+      p.tap_slot.push_back(FilterSlot(plan.taps_h[a] * filter_cols + tw, filter_cols, reversed_cols));
     }
   }
-  const int64_t taps = static_cast<int64_t>(tap_offset.size());
-  if (merge_cols) depth *= filter_cols, chunk = depth;
-  const int64_t row_tiles = plan.row_tiles, row_rest = plan.row_rest;
-  // Each computed row exactly one tile: a band's rows follow one another in dst.
-  const bool one_tile_rows = row_tiles == 1 && row_rest == 0;
-  const bool whole_runs = plan.whole_runs;
-  if (whole_runs) Note(Path::kBandedWholeRuns);
-  if (row_tiles > 0) Note(Path::kBandedRowRuns);
-  if (row_rest > 0) Note(Path::kBandedRowRests);
-  const int64_t max_tiles = plan.max_tiles;
-  const int64_t copy_pixels = static_cast<int64_t>(plan.copy_pixels);
-  const int64_t chunks = CeilDiv(depth, chunk);
-  if (chunks > 1) Note(Path::kBandedChunks);
+  p.taps = static_cast<int64_t>(p.tap_offset.size());
+  p.chunks = CeilDiv(depth, chunk);
+  if (plan.split) Note(Path::kBandedSplit);
+  if (plan.whole_runs) Note(Path::kBandedWholeRuns);
+  if (plan.row_tiles > 0) Note(Path::kBandedRowRuns);
+  if (plan.row_rest > 0) Note(Path::kBandedRowRests);
+  if (p.chunks > 1) Note(Path::kBandedChunks);
   NoteKernel(affine);
-  if (row_rest > 0) NoteKernel(indirect);
-  if (row_tiles > 0 && narrow != nullptr && chunks == 1 && taps <= kMaxNarrowTaps) {
-    NoteKernel(narrow);
-  }
-
-  parallel_for(batch * bands * column_blocks,
-               Cost(2.0 * band * dw.size * nb * depth * taps), [&](int64_t begin, int64_t end) {
-    T* const copy = Scratch<T, 22>((copy_pixels + plan.copy_slack) * copy_channels);
+  if (plan.row_rest > 0) NoteKernel(indirect);
+  const bool narrow_rows = narrow != nullptr && p.chunks == 1 && p.taps <= kMaxNarrowTaps;
+  if (plan.row_tiles > 0 && narrow_rows) NoteKernel(narrow);
+  const int64_t copy_pixels = static_cast<int64_t>(plan.copy_pixels);
+  parallel_for(batch * plan.bands * column_blocks, Cost(2.0 * plan.band * dw.size * nb * depth * p.taps),
+               [&](int64_t begin, int64_t end) {
+    T* const copy = Scratch<T, 22>((copy_pixels + plan.copy_slack) * p.copy_channels);
     // Results not written in place: rows of whole tiles at cbuf + row * row_tiles * mr * nb,
     // then the left-over tiles; with whole runs, computed row i at cbuf + i * pitch * nb.
-    float* const cbuf = Scratch<float, 23>(max_tiles * mr * nb);
-    const void** const a = Scratch<const void*, 24>(taps * mr);
-    const float** const b = Scratch<const float*, 25>(taps);
+    float* const cbuf = Scratch<float, 23>(plan.max_tiles * mr * nb);
+    const void** const a = Scratch<const void*, 24>(p.taps * mr);
+    const float** const b = Scratch<const float*, 25>(p.taps);
     int64_t copied = -1;  // the band whose copy is in `copy`
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t nb_index = unit / column_blocks, cb = unit % column_blocks;
-      const int64_t n = nb_index / bands, i0 = nb_index % bands * band;
-      const int64_t rows = std::min(band, dh.size - i0);
-      const int64_t copy_rows = (rows - 1) * step_h + span_h;
-      if (nb_index != copied) {
-        // Copy row r is source row i0 * step_h + low_h + r, columns from low_w; zeros outside.
-        const int64_t c0 = std::max<int64_t>(0, low_w), c1 = std::min(dw.src_size, low_w + pitch);
-        for (int64_t r = 0; r < copy_rows; ++r) {
-          T* out = copy + r * pitch * copy_channels;
-          const int64_t sr = i0 * step_h + low_h + r;
-          if (sr < 0 || sr >= dh.src_size || c1 <= c0) {
-            std::fill(out, out + pitch * copy_channels, T(0.0f));
-            continue;
-          }
-          const T* in = src + (n * dh.src_size + sr) * dw.src_size * src_channels;
-          std::fill(out, out + (c0 - low_w) * copy_channels, T(0.0f));
-          T* const inside = out + (c0 - low_w) * copy_channels;
-          if (!pad_pixels) {
-            std::copy(in + c0 * src_channels, in + c1 * src_channels, inside);
-          } else {
-            PadPixels(in + c0 * src_channels, c1 - c0, src_channels, inside);
-          }
-          std::fill(out + (c1 - low_w) * copy_channels, out + pitch * copy_channels, T(0.0f));
-        }
-        T* const slack = copy + copy_rows * pitch * copy_channels;
-        std::fill(slack, slack + plan.copy_slack * copy_channels, T(0.0f));
-        copied = nb_index;
-      }
+      const int64_t n = nb_index / plan.bands, i0 = nb_index % plan.bands * plan.band;
+      BandBlock bb;
+      bb.rows = std::min(plan.band, dh.size - i0);
+      if (nb_index != copied) CopyBand(p, n, i0, bb.rows, copy), copied = nb_index;
       const ColumnBlock col = column(cb);
-      // Where computed pixel (i, j) of the band reads tap 0, in elements of the copy.
-      const auto at = [&](int64_t i, int64_t j) {
-        return (i * step_h * pitch + j * step_w) * copy_channels;
-      };
-      const int64_t rest = rows * row_rest;  // left-over pixels of the band
-      float* const rest_c = cbuf + rows * row_tiles * mr * nb;
       T* const out0 = dst + (n * dh.size + i0) * dw.size * dst_channels + col.dst_offset;
       // Rows of whole column blocks go straight to dst: 16-bit rounded by `narrow` (the
       // whole reduction in one call), floats accumulated there.
       const bool whole = col.width == nb;
-      const bool narrowed = whole && narrow != nullptr && chunks == 1 && taps <= kMaxNarrowTaps;
-      const bool in_place = whole && (narrowed || std::is_same_v<T, float>);
-      if (in_place && row_tiles > 0) {
-        Note(narrowed ? Path::kBandedRowsNarrowed : Path::kBandedRowsInPlace);
-      }
-      if (narrowed && one_tile_rows) Note(Path::kBandedNarrowedBand);
-      for (int64_t k = 0; k < chunks; ++k) {
-        const int64_t k0 = k * chunk, len = std::min(chunk, depth - k0);
-        for (int64_t t = 0; t < taps; ++t) {
-          b[t] = col.panel + tap_slot[t] * col.tap_stride + k0 * col.row_floats;
-        }
-        const T* const base = copy + col.src_offset + k0;
-        if (whole_runs) {
-          for (int64_t t = 0; t < taps; ++t) a[t] = base + tap_offset[t];
-          affine(CeilDiv((rows - 1) * pitch + dw.size, mr), taps, a, copy_channels, b, len, cbuf,
-                 nb, k > 0);
-          continue;
-        }
-        if (narrowed && one_tile_rows) {
-          // Rows of one tile each, their results one after another in dst: the band in one
-          // call, which pairs the tiles of two rows.
-          for (int64_t t = 0; t < taps; ++t) a[t] = base + tap_offset[t];
-          narrow(rows, taps, a, step_w * copy_channels, at(1, 0), b, len, out0, dst_channels);
-          continue;
-        }
-        for (int64_t i = 0; i < rows && row_tiles > 0; ++i) {
-          for (int64_t t = 0; t < taps; ++t) a[t] = base + at(i, 0) + tap_offset[t];
-          T* const out = out0 + i * dw.size * dst_channels;
-          if (narrowed) {
-            narrow(row_tiles, taps, a, step_w * copy_channels, mr * step_w * copy_channels, b,
-                   len, out, dst_channels);
-            continue;
-          }
-          float* c = cbuf + i * row_tiles * mr * nb;
-          int64_t ldc = nb;
-          if constexpr (std::is_same_v<T, float>) {
-            if (in_place) c = out, ldc = dst_channels;
-          }
-          affine(row_tiles, taps, a, step_w * copy_channels, b, len, c, ldc, k > 0);
-        }
-        // Left-over pixel q is (q / row_rest, row_tiles * mr + q % row_rest); a tile's pixels
-        // past the last repeat the first.
-        for (int64_t q0 = 0; q0 < rest; q0 += mr) {
-          for (int64_t m = 0; m < mr; ++m) {
-            const int64_t q = q0 + m < rest ? q0 + m : q0;
-            const T* const p = base + at(q / row_rest, row_tiles * mr + q % row_rest);
-            for (int64_t t = 0; t < taps; ++t) a[t * mr + m] = p + tap_offset[t];
-          }
-          indirect(taps, a, b, len, rest_c + q0 * nb, k > 0);
-        }
-      }
-      // Whole runs over every channel in one column block: a computed row's results lie in
-      // cbuf as its pixels in dst, and go out in one call.
-      const bool whole_rows = whole_runs && col.width == nb && dst_channels == nb;
-      if (whole_rows) Note(Path::kBandedWholeRowsOut);
-      for (int64_t i = 0; i < rows; ++i) {
-        T* const out = out0 + i * dw.size * dst_channels;
-        if (whole_rows) {
-          WriteOut(cbuf + i * pitch * nb, dw.size * nb, out);
-          continue;
-        }
-        for (int64_t j = in_place ? row_tiles * mr : 0; j < dw.size; ++j) {
-          const float* c = whole_runs          ? cbuf + (i * pitch + j) * nb
-                           : j < row_tiles * mr ? cbuf + (i * row_tiles * mr + j) * nb
-                                                : rest_c + (i * row_rest + j - row_tiles * mr) * nb;
-          WriteOut(c, col.width, out + j * dst_channels);
-        }
-      }
+      bb.narrowed = whole && narrow_rows;
+      bb.in_place = whole && (bb.narrowed || std::is_same_v<T, float>);
+      if (bb.in_place && plan.row_tiles > 0) Note(bb.narrowed ? Path::kBandedRowsNarrowed : Path::kBandedRowsInPlace);
+      if (bb.narrowed && plan.row_tiles == 1 && plan.row_rest == 0) Note(Path::kBandedNarrowedBand);
+      BandChunks(p, bb, col, copy, out0, cbuf, a, b);
+      WriteBand(p, bb, col, cbuf, out0);
     }
   });
 }

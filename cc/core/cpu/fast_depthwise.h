@@ -83,6 +83,244 @@ inline int64_t DepthwiseRowsPanelFloats(const ConvGeometry& g) {
   return g.filter_rows * g.filter_cols * g.in_depth;
 }
 
+// A column class of a depthwise rows pass: members j < count at column c + j * step; candidate
+// tap a reads source column bases[a] + j * mult; members [lo, hi) read inside the source
+// through every tap. Where the candidates read neighbouring columns (no dilation) and the row
+// kernels cover the class's spacing and tap count, `by_column` lists the candidates from the
+// leftmost column read (`first`) rightwards, and the inside members go through the row
+// kernels.
+struct DepthwiseColumnClass {
+  int64_t count = 0, lo = 0, hi = 0, first = 0;
+  std::vector<int64_t> taps, bases, by_column;
+};
+
+inline std::vector<DepthwiseColumnClass> DepthwiseColumnClasses(const DimMap& dw, const DepthwiseKernel& widest,
+                                                                int kind) {
+  std::vector<DepthwiseColumnClass> classes(dw.classes());
+  for (int64_t c = 0; c < dw.classes(); ++c) {
+    DepthwiseColumnClass& cc = classes[c];
+    cc.count = dw.count(c);
+    dw.Candidates(c, &cc.taps, &cc.bases);
+    cc.lo = 0, cc.hi = cc.count;
+    for (int64_t base : cc.bases) {
+      cc.lo = std::max(cc.lo, CeilDivSigned(-base, dw.mult()));
+      cc.hi = std::min(cc.hi, FloorDivSigned(dw.src_size - 1 - base, dw.mult()) + 1);
+    }
+    cc.hi = std::max(cc.hi, cc.lo);
+    const int64_t cols = static_cast<int64_t>(cc.bases.size());
+    if (cols == 0 || cols > kDepthwiseRowCols || dw.mult() > kDepthwiseRowMults ||
+        widest.row[dw.mult() - 1][cols - 1][kind] == nullptr) {
+      continue;
+    }
+    cc.first = *std::min_element(cc.bases.begin(), cc.bases.end());
+    std::vector<int64_t> order(cols, -1);
+    for (int64_t a = 0; a < cols; ++a) {
+      const int64_t k = cc.bases[a] - cc.first;
+      if (k < cols) order[k] = a;
+    }
+    if (std::find(order.begin(), order.end(), -1) == order.end()) cc.by_column = order;
+  }
+  return classes;
+}
+
+// The constants of a depthwise rows pass (DepthwiseRowsNhwc).
+template <typename T>
+struct DepthwiseRowsPass {
+  const ConvGeometry& g;
+  const DimMap& dh;
+  const DimMap& dw;
+  const T* src;
+  T* dst;
+  const float* panel;  // the filter as floats, [taps][C]
+  // Channel blocks; one narrower than its kernel (the remainder under 16) is summed in
+  // scalar code.
+  std::vector<DepthwiseBlock> blocks{};
+  int64_t max_mr = 1, max_nb = 1, unit_mr = 1;
+  int64_t group = 0;  // inside pixels per group
+  std::vector<DepthwiseColumnClass> column_classes{};
+  std::vector<std::vector<int64_t>> row_taps{}, row_bases{};  // candidates of each row class
+  std::vector<T> zeros{};
+  bool from_memory = false, stream = false;
+
+  static bool IsVector(const DepthwiseBlock& blk) { return blk.width == blk.kernel->nb; }
+
+  void Put(const float* c, int64_t n, T* out) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (stream) return StreamOut(c, n, out);
+    }
+    WriteOut(c, n, out);
+  }
+
+  // The source rows computed row u (of its image) reads, into rows[], and through which filter
+  // rows (into filter_rows[] where given); returns their count.
+  int64_t SourceRows(int64_t u, int64_t* rows, int64_t* filter_rows) const {
+    const int64_t r = u % dh.size, rc = r % dh.step(), i = r / dh.step();
+    int64_t count = 0;
+    for (size_t t = 0; t < row_taps[rc].size(); ++t) {
+      const int64_t s = row_bases[rc][t] + i * dh.mult();
+      if (s < 0 || s >= dh.src_size) continue;
+      if (filter_rows != nullptr) filter_rows[count] = row_taps[rc][t];
+      rows[count++] = s;
+    }
+    return count;
+  }
+};
+
+// A thread's scratch for a depthwise rows pass, and the row it computes: image n, source rows
+// src_rows[0 .. rows) through filter rows tap_rows[...]. Per class: tap_offset is the element
+// offset of member 0's source pixel through each tap (through each filter row at the class's
+// first column, for the row kernels); b and b_rows the filters of each channel block, in tap
+// order and in the row kernels' order.
+struct DepthwiseRow {
+  const void** a;
+  const float** b;
+  const float** b_rows;
+  int64_t* src_rows;
+  int64_t* tap_rows;
+  int64_t* tap_offset;
+  float* cbuf;
+  int64_t n = 0, rows = 0;
+};
+
+// The inside members [lo, lo + whole groups of unit_mr) of class cw of the row (out_row: its
+// first computed pixel), group by group, each through every vector block; returns the end
+// of those members.
+template <typename T>
+int64_t DepthwiseInside(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, int64_t cw, T* out_row,
+                        AheadRows* ahead, int64_t* done_pixels) {
+  constexpr int kind = KindOf<T>();
+  const DepthwiseColumnClass& cc = p.column_classes[cw];
+  const int64_t C = p.g.in_depth, pixel_step = p.dw.mult() * C, nblocks = static_cast<int64_t>(p.blocks.size());
+  const int64_t cols = static_cast<int64_t>(cc.taps.size()), count = row.rows * cols;
+  const bool by_rows = !cc.by_column.empty();
+  const int64_t inside_end = cc.lo + (cc.hi - cc.lo) / p.unit_mr * p.unit_mr;
+  for (int64_t p0 = cc.lo; p0 < inside_end; p0 += p.group) {
+    const int64_t pixels = std::min(p.group, inside_end - p0);
+    if (p0 > cc.lo) Note(Path::kDepthwiseGroups);
+    T* const out = out_row + (cw + p0 * p.dw.step()) * C;
+    for (int64_t k = 0; k < nblocks && p.IsVector(p.blocks[k]); ++k) {
+      const DepthwiseBlock& blk = p.blocks[k];
+      const DepthwiseKernel& dk = *blk.kernel;
+      // The row kernels take one source pointer per filter row.
+      const int64_t pointers = by_rows ? row.rows : count, stride = by_rows ? cols : 1;
+      for (int64_t t = 0; t < pointers; ++t) row.a[t] = p.src + row.tap_offset[t * stride] + p0 * pixel_step + blk.begin;
+      float* c = row.cbuf;
+      int64_t ldc = dk.nb;
+      if constexpr (std::is_same_v<T, float>) {
+        if (!p.stream) c = out + blk.begin, ldc = p.dw.step() * C;
+      }
+      if (by_rows) {
+        Note(Path::kDepthwiseRowKernel);
+        NoteKernel(dk.row[p.dw.mult() - 1][cols - 1][kind]);
+        dk.row[p.dw.mult() - 1][cols - 1][kind](pixels / dk.mr, row.rows, row.a, C, row.b_rows + k * count, c, ldc,
+                                                false);
+      } else {
+        Note(Path::kDepthwiseAffine);
+        NoteKernel(dk.affine[kind]);
+        dk.affine[kind](pixels / dk.mr, count, row.a, pixel_step, row.b + k * count, c, ldc, false);
+      }
+      if (c == row.cbuf) {
+        for (int64_t m = 0; m < pixels; ++m) {
+          p.Put(row.cbuf + m * dk.nb, dk.nb, out + m * p.dw.step() * C + blk.begin);
+        }
+      }
+    }
+    ahead->FetchTo(*done_pixels += pixels, p.dw.size);
+  }
+  return inside_end;
+}
+
+// The other members of class cw of the row (before lo and from inside_end), e < rest in
+// order, in tiles of the indirect kernel (taps outside the source, and lanes past the last
+// member, read zeros); and every member's channels of a block narrower than its kernel, in
+// scalar code.
+template <typename T>
+void DepthwiseEdges(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, int64_t cw, int64_t inside_end,
+                    T* out_row) {
+  constexpr int kind = KindOf<T>();
+  const DepthwiseColumnClass& cc = p.column_classes[cw];
+  const int64_t C = p.g.in_depth, nblocks = static_cast<int64_t>(p.blocks.size());
+  const int64_t cols = static_cast<int64_t>(cc.taps.size()), count = row.rows * cols;
+  const auto out_pixel = [&](int64_t j) { return out_row + (cw + j * p.dw.step()) * C; };
+  // The source pixel of member j through tap t = (row tap, column tap), or null.
+  const auto source = [&](int64_t t, int64_t j) -> const T* {
+    const int64_t col = cc.bases[t % cols] + j * p.dw.mult();
+    if (col < 0 || col >= p.dw.src_size) return nullptr;
+    return p.src + ((row.n * p.dh.src_size + row.src_rows[t / cols]) * p.dw.src_size + col) * C;
+  };
+  const int64_t rest = cc.count - (inside_end - cc.lo);
+  const auto member = [&](int64_t e) { return e < cc.lo ? e : e - cc.lo + inside_end; };
+  for (int64_t k = 0; k < nblocks; ++k) {
+    const DepthwiseBlock& blk = p.blocks[k];
+    if (!p.IsVector(blk)) {
+      Note(Path::kDepthwiseScalar);
+      for (int64_t j = 0; j < cc.count; ++j) {
+        for (int64_t c = 0; c < blk.width; ++c) {
+          float sum = 0.0f;
+          for (int64_t t = 0; t < count; ++t) {
+            const T* s = source(t, j);
+            if (s != nullptr) sum += static_cast<float>(s[blk.begin + c]) * row.b[k * count + t][c];
+          }
+          out_pixel(j)[blk.begin + c] = static_cast<T>(sum);
+        }
+      }
+      continue;
+    }
+    const DepthwiseKernel& dk = *blk.kernel;
+    const int64_t mr = dk.mr;
+    for (int64_t e0 = 0; e0 < rest; e0 += mr) {
+      const int64_t valid = std::min(mr, rest - e0);
+      for (int64_t t = 0; t < count; ++t) {
+        for (int64_t m = 0; m < mr; ++m) {
+          const T* s = m < valid ? source(t, member(e0 + m)) : nullptr;
+          row.a[t * mr + m] = s != nullptr ? static_cast<const void*>(s + blk.begin)
+                                           : static_cast<const void*>(p.zeros.data());
+        }
+      }
+      Note(Path::kDepthwiseEdges);
+      NoteKernel(dk.indirect[kind]);
+      dk.indirect[kind](count, row.a, row.b + k * count, row.cbuf, false);
+      for (int64_t m = 0; m < valid; ++m) p.Put(row.cbuf + m * dk.nb, dk.nb, out_pixel(member(e0 + m)) + blk.begin);
+    }
+  }
+}
+
+// Computes row r of image row.n (its source rows in `row`), class by class.
+template <typename T>
+void DepthwiseRowOut(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, int64_t r, AheadRows* ahead) {
+  const int64_t C = p.g.in_depth, KW = p.g.filter_cols, nblocks = static_cast<int64_t>(p.blocks.size());
+  const DimMap& dh = p.dh;
+  const DimMap& dw = p.dw;
+  int64_t done_pixels = 0;
+  T* const out_row = p.dst + (row.n * dh.size + r) * dw.size * C;
+  for (int64_t cw = 0; cw < dw.classes(); ++cw) {
+    const DepthwiseColumnClass& cc = p.column_classes[cw];
+    const int64_t cols = static_cast<int64_t>(cc.taps.size()), count = row.rows * cols;
+    if (count == 0) {
+      Note(Path::kDepthwiseNoTap);
+      for (int64_t j = 0; j < cc.count; ++j) {
+        T* const out = out_row + (cw + j * dw.step()) * C;
+        std::fill(out, out + C, T(0.0f));
+      }
+      continue;
+    }
+    const bool by_rows = !cc.by_column.empty();
+    for (int64_t t = 0; t < count; ++t) {
+      const int64_t column = by_rows ? cc.first : cc.bases[t % cols];
+      row.tap_offset[t] = ((row.n * dh.src_size + row.src_rows[t / cols]) * dw.src_size + column) * C;
+    }
+    for (int64_t k = 0; k < nblocks; ++k) {
+      for (int64_t t = 0; t < count; ++t) {
+        const float* tap_panel = p.panel + row.tap_rows[t / cols] * KW * C + p.blocks[k].begin;
+        row.b[k * count + t] = tap_panel + cc.taps[t % cols] * C;
+        if (by_rows) row.b_rows[k * count + t] = tap_panel + cc.taps[cc.by_column[t % cols]] * C;
+      }
+    }
+    const int64_t inside_end = DepthwiseInside(p, row, cw, out_row, ahead, &done_pixels);
+    DepthwiseEdges(p, row, cw, inside_end, out_row);
+  }
+}
+
 // Depthwise (multiplier 1) forward or backprop input, NHWC: one filter value per (tap,
 // channel), the same walk for both directions. A work unit is one computed row of one image.
 // The row's pixels go by column class (one for forward; one per stride residue for backprop
@@ -98,229 +336,66 @@ inline int64_t DepthwiseRowsPanelFloats(const ConvGeometry& g) {
 template <typename T>
 void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw, const T* w,
                        const T* src, T* dst, const ParallelFor& parallel_for) {
-  constexpr int kind = KindOf<T>();
-  const int64_t C = g.in_depth, KW = g.filter_cols, taps = g.filter_rows * KW;
+  const int64_t C = g.in_depth, taps = g.filter_rows * g.filter_cols;
   Workspace panel_space(DepthwiseRowsPanelFloats(g) * sizeof(float));
   float* const panel = panel_space.data<float>();
   for (int64_t i = 0; i < taps * C; ++i) panel[i] = static_cast<float>(w[i]);
-
-  // Channel blocks; one narrower than its kernel (the remainder under 16) is summed in
-  // scalar code.
-  const std::vector<DepthwiseBlock> blocks = DepthwiseBlocks(C);
-  const int64_t nblocks = static_cast<int64_t>(blocks.size());
-  const auto is_vector = [](const DepthwiseBlock& blk) { return blk.width == blk.kernel->nb; };
+  DepthwiseRowsPass<T> p{g, dh, dw, src, dst, panel};
+  p.blocks = DepthwiseBlocks(C);
+  const int64_t nblocks = static_cast<int64_t>(p.blocks.size());
   // Inside pixels go in groups of whole tiles of every kernel, of about kDepthwiseGroupBytes
   // of source.
-  int64_t max_mr = 1, max_nb = 1, unit_mr = 1;
-  for (const DepthwiseBlock& blk : blocks) {
-    max_mr = std::max<int64_t>(max_mr, blk.kernel->mr);
-    max_nb = std::max<int64_t>(max_nb, blk.kernel->nb);
-    unit_mr = std::lcm<int64_t>(unit_mr, blk.kernel->mr);
+  for (const DepthwiseBlock& blk : p.blocks) {
+    p.max_mr = std::max<int64_t>(p.max_mr, blk.kernel->mr);
+    p.max_nb = std::max<int64_t>(p.max_nb, blk.kernel->nb);
+    p.unit_mr = std::lcm<int64_t>(p.unit_mr, blk.kernel->mr);
   }
-  const int64_t group = std::max<int64_t>(1, kDepthwiseGroupBytes / (dh.taps * C * sizeof(T)) /
-                                                 unit_mr) * unit_mr;
-
-  // Column class c: members j < count at column c + j * step; candidate tap a reads source
-  // column bases[a] + j * mult; members [lo, hi) read inside the source through every tap.
-  // Where the candidates read neighbouring columns (no dilation) and the row kernels cover
-  // the class's spacing and tap count, `by_column` lists the candidates from the leftmost
-  // column read (`first`) rightwards, and the inside members go through the row kernels.
-  struct ColumnClass {
-    int64_t count = 0, lo = 0, hi = 0, first = 0;
-    std::vector<int64_t> taps, bases, by_column;
-  };
-  std::vector<ColumnClass> column_classes(dw.classes());
-  for (int64_t c = 0; c < dw.classes(); ++c) {
-    ColumnClass& cc = column_classes[c];
-    cc.count = dw.count(c);
-    dw.Candidates(c, &cc.taps, &cc.bases);
-    cc.lo = 0, cc.hi = cc.count;
-    for (int64_t base : cc.bases) {
-      cc.lo = std::max(cc.lo, CeilDivSigned(-base, dw.mult()));
-      cc.hi = std::min(cc.hi, FloorDivSigned(dw.src_size - 1 - base, dw.mult()) + 1);
-    }
-    cc.hi = std::max(cc.hi, cc.lo);
-    const int64_t cols = static_cast<int64_t>(cc.bases.size());
-    if (cols == 0 || cols > kDepthwiseRowCols || dw.mult() > kDepthwiseRowMults ||
-        blocks.front().kernel->row[dw.mult() - 1][cols - 1][kind] == nullptr) {
-      continue;
-    }
-    cc.first = *std::min_element(cc.bases.begin(), cc.bases.end());
-    std::vector<int64_t> order(cols, -1);
-    for (int64_t a = 0; a < cols; ++a) {
-      const int64_t k = cc.bases[a] - cc.first;
-      if (k < cols) order[k] = a;
-    }
-    if (std::find(order.begin(), order.end(), -1) == order.end()) cc.by_column = order;
-  }
-  std::vector<std::vector<int64_t>> row_taps(dh.classes()), row_bases(dh.classes());
-  for (int64_t c = 0; c < dh.classes(); ++c) dh.Candidates(c, &row_taps[c], &row_bases[c]);
-  const std::vector<T> zeros(max_nb, T(0.0f));
-  const int64_t pixel_step = dw.mult() * C;
+  p.group = std::max<int64_t>(1, kDepthwiseGroupBytes / (dh.taps * C * sizeof(T)) / p.unit_mr) * p.unit_mr;
+  p.column_classes = DepthwiseColumnClasses(dw, *p.blocks.front().kernel, KindOf<T>());
+  p.row_taps.resize(dh.classes()), p.row_bases.resize(dh.classes());
+  for (int64_t c = 0; c < dh.classes(); ++c) dh.Candidates(c, &p.row_taps[c], &p.row_bases[c]);
+  p.zeros.assign(p.max_nb, T(0.0f));
   // Operands far larger than the caches: the source rows are fetched a row ahead, and float
   // outputs in whole cache lines per channel block go out through non-temporal stores (each
   // pixel is written once, and a plain store would first read its line from memory).
-  const bool from_memory = OperandBytes(g, sizeof(T)) > kDepthwiseMemoryBytes;
-  bool stream = false;
+  p.from_memory = OperandBytes(g, sizeof(T)) > kDepthwiseMemoryBytes;
   if constexpr (std::is_same_v<T, float>) {
-    stream = from_memory && C % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
-    if (stream) Note(Path::kDepthwiseStreamed);
+    p.stream = p.from_memory && C % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+    if (p.stream) Note(Path::kDepthwiseStreamed);
   }
-  const auto put = [stream](const float* c, int64_t n, T* out) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (stream) return StreamOut(c, n, out);
-    }
-    WriteOut(c, n, out);
-  };
-
   parallel_for(g.batch * dh.size, Cost(2.0 * dw.size * C * taps / (dh.step() * dw.step())),
                [&](int64_t begin, int64_t end) {
-    const void** const a = Scratch<const void*, 15>(taps * max_mr);
-    const float** const b = Scratch<const float*, 16>(nblocks * taps);
-    int64_t* const src_rows = Scratch<int64_t, 17>(g.filter_rows);
-    int64_t* const tap_rows = Scratch<int64_t, 18>(g.filter_rows);
-    float* const cbuf = Scratch<float, 19>(std::max(group, max_mr) * max_nb);
-    // Element offset of member 0's source pixel through each tap (through each filter row at
-    // the class's first column, for the row kernels), and the filters in the row kernels'
-    // order.
-    int64_t* const tap_offset = Scratch<int64_t, 20>(taps);
-    const float** const b_rows = Scratch<const float*, 21>(nblocks * taps);
+    DepthwiseRow row;
+    row.a = Scratch<const void*, 15>(taps * p.max_mr);
+    row.b = Scratch<const float*, 16>(nblocks * taps);
+    row.src_rows = Scratch<int64_t, 17>(g.filter_rows);
+    row.tap_rows = Scratch<int64_t, 18>(g.filter_rows);
+    row.cbuf = Scratch<float, 19>(std::max(p.group, p.max_mr) * p.max_nb);
+    row.tap_offset = Scratch<int64_t, 20>(taps);
+    row.b_rows = Scratch<const float*, 21>(nblocks * taps);
     int64_t* const next_rows = Scratch<int64_t, 26>(g.filter_rows);
     AheadRows ahead;
-    // The source rows unit u reads (in its image), into rows[], and through which filter rows
-    // (into filter_rows[] where given); returns their count.
-    const auto source_rows = [&](int64_t u, int64_t* rows, int64_t* filter_rows) {
-      const int64_t r = u % dh.size, rc = r % dh.step(), i = r / dh.step();
-      int64_t count = 0;
-      for (size_t t = 0; t < row_taps[rc].size(); ++t) {
-        const int64_t s = row_bases[rc][t] + i * dh.mult();
-        if (s < 0 || s >= dh.src_size) continue;
-        if (filter_rows != nullptr) filter_rows[count] = row_taps[rc][t];
-        rows[count++] = s;
-      }
-      return count;
-    };
     const int64_t row_bytes = dw.src_size * C * static_cast<int64_t>(sizeof(T));
     for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t n = unit / dh.size, r = unit % dh.size;
-      const int64_t rows = source_rows(unit, src_rows, tap_rows);
+      row.n = unit / dh.size;
+      row.rows = p.SourceRows(unit, row.src_rows, row.tap_rows);
       // From memory, the source rows that the thread's next unit reads and this one does not
       // are fetched while this row is computed, a share after each group.
       ahead.Clear();
-      if (from_memory && unit + 1 < end) {
+      if (p.from_memory && unit + 1 < end) {
         const int64_t n2 = (unit + 1) / dh.size;
-        const int64_t next = source_rows(unit + 1, next_rows, nullptr);
+        const int64_t next = p.SourceRows(unit + 1, next_rows, nullptr);
         for (int64_t t = 0; t < next; ++t) {
-          if (n2 == n && std::find(src_rows, src_rows + rows, next_rows[t]) != src_rows + rows) continue;
+          if (n2 == row.n && std::find(row.src_rows, row.src_rows + row.rows, next_rows[t]) != row.src_rows + row.rows) {
+            continue;
+          }
           ahead.Add(src + (n2 * dh.src_size + next_rows[t]) * dw.src_size * C, row_bytes);
         }
       }
-      int64_t done_pixels = 0;
-      T* const out_row = dst + (n * dh.size + r) * dw.size * C;
-      for (int64_t cw = 0; cw < dw.classes(); ++cw) {
-        const ColumnClass& cc = column_classes[cw];
-        const int64_t cols = static_cast<int64_t>(cc.taps.size()), count = rows * cols;
-        const auto out_pixel = [&](int64_t j) { return out_row + (cw + j * dw.step()) * C; };
-        if (count == 0) {
-          Note(Path::kDepthwiseNoTap);
-          for (int64_t j = 0; j < cc.count; ++j) std::fill(out_pixel(j), out_pixel(j) + C, T(0.0f));
-          continue;
-        }
-        // The source pixel of member j through tap t = (row tap, column tap), or null.
-        const auto source = [&](int64_t t, int64_t j) -> const T* {
-          const int64_t col = cc.bases[t % cols] + j * dw.mult();
-          if (col < 0 || col >= dw.src_size) return nullptr;
-          return src + ((n * dh.src_size + src_rows[t / cols]) * dw.src_size + col) * C;
-        };
-        const bool by_rows = !cc.by_column.empty();
-        for (int64_t t = 0; t < count; ++t) {
-          const int64_t column = by_rows ? cc.first : cc.bases[t % cols];
-          tap_offset[t] = ((n * dh.src_size + src_rows[t / cols]) * dw.src_size + column) * C;
-        }
-        for (int64_t k = 0; k < nblocks; ++k) {
-          for (int64_t t = 0; t < count; ++t) {
-            const float* tap_panel = panel + tap_rows[t / cols] * KW * C + blocks[k].begin;
-            b[k * count + t] = tap_panel + cc.taps[t % cols] * C;
-            if (by_rows) b_rows[k * count + t] = tap_panel + cc.taps[cc.by_column[t % cols]] * C;
-          }
-        }
-        // Inside pixels [lo, inside_end), group by group, each through every vector block.
-        const int64_t inside_end = cc.lo + (cc.hi - cc.lo) / unit_mr * unit_mr;
-        for (int64_t p0 = cc.lo; p0 < inside_end; p0 += group) {
-          const int64_t pixels = std::min(group, inside_end - p0);
-          if (p0 > cc.lo) Note(Path::kDepthwiseGroups);
-          for (int64_t k = 0; k < nblocks && is_vector(blocks[k]); ++k) {
-            const DepthwiseBlock& blk = blocks[k];
-            const DepthwiseKernel& dk = *blk.kernel;
-            // The row kernels take one source pointer per filter row.
-            const int64_t pointers = by_rows ? rows : count, stride = by_rows ? cols : 1;
-            for (int64_t t = 0; t < pointers; ++t) {
-              a[t] = src + tap_offset[t * stride] + p0 * pixel_step + blk.begin;
-            }
-            float* c = cbuf;
-            int64_t ldc = dk.nb;
-            if constexpr (std::is_same_v<T, float>) {
-              if (!stream) c = out_pixel(p0) + blk.begin, ldc = dw.step() * C;
-            }
-            if (by_rows) {
-              Note(Path::kDepthwiseRowKernel);
-              NoteKernel(dk.row[dw.mult() - 1][cols - 1][kind]);
-              dk.row[dw.mult() - 1][cols - 1][kind](pixels / dk.mr, rows, a, C, b_rows + k * count,
-                                                    c, ldc, false);
-            } else {
-              Note(Path::kDepthwiseAffine);
-              NoteKernel(dk.affine[kind]);
-              dk.affine[kind](pixels / dk.mr, count, a, pixel_step, b + k * count, c, ldc, false);
-            }
-            if (c == cbuf) {
-              for (int64_t m = 0; m < pixels; ++m) put(cbuf + m * dk.nb, dk.nb, out_pixel(p0 + m) + blk.begin);
-            }
-          }
-          ahead.FetchTo(done_pixels += pixels, dw.size);
-        }
-        // The other members, e < rest in order, in tiles of the indirect kernel: taps outside
-        // the source, and lanes past the last member, read zeros.
-        const int64_t rest = cc.count - (inside_end - cc.lo);
-        const auto member = [&](int64_t e) { return e < cc.lo ? e : e - cc.lo + inside_end; };
-        for (int64_t k = 0; k < nblocks; ++k) {
-          const DepthwiseBlock& blk = blocks[k];
-          if (!is_vector(blk)) {
-            Note(Path::kDepthwiseScalar);
-            for (int64_t j = 0; j < cc.count; ++j) {
-              for (int64_t c = 0; c < blk.width; ++c) {
-                float sum = 0.0f;
-                for (int64_t t = 0; t < count; ++t) {
-                  const T* p = source(t, j);
-                  if (p != nullptr) sum += static_cast<float>(p[blk.begin + c]) * b[k * count + t][c];
-                }
-                out_pixel(j)[blk.begin + c] = static_cast<T>(sum);
-              }
-            }
-            continue;
-          }
-          const DepthwiseKernel& dk = *blk.kernel;
-          const int64_t mr = dk.mr;
-          for (int64_t e0 = 0; e0 < rest; e0 += mr) {
-            const int64_t valid = std::min(mr, rest - e0);
-            for (int64_t t = 0; t < count; ++t) {
-              for (int64_t m = 0; m < mr; ++m) {
-                const T* p = m < valid ? source(t, member(e0 + m)) : nullptr;
-                a[t * mr + m] = p != nullptr ? static_cast<const void*>(p + blk.begin)
-                                             : static_cast<const void*>(zeros.data());
-              }
-            }
-            Note(Path::kDepthwiseEdges);
-            NoteKernel(dk.indirect[kind]);
-            dk.indirect[kind](count, a, b + k * count, cbuf, false);
-            for (int64_t m = 0; m < valid; ++m) {
-              put(cbuf + m * dk.nb, dk.nb, out_pixel(member(e0 + m)) + blk.begin);
-            }
-          }
-        }
-      }
+      DepthwiseRowOut(p, row, unit % dh.size, &ahead);
       ahead.FetchTo(1, 1);
     }
-    if (stream) StreamFence();
+    if (p.stream) StreamFence();
   });
 }
 
@@ -341,13 +416,82 @@ inline DepthwiseFilterPlan PlanDepthwiseFilter(const ConvGeometry& g, int64_t el
   return p;
 }
 
+// The x row that dy row (n, oh) reads through filter row kh, or null.
+template <typename T>
+const T* DepthwiseXRow(const ConvGeometry& g, const T* x, int64_t n, int64_t oh, int64_t kh) {
+  const int64_t ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+  return ih < 0 || ih >= g.in_rows ? nullptr : x + (n * g.in_rows + ih) * g.in_cols * g.in_depth;
+}
+
+// Adds the filter gradient of channel block `blk` through the taps of one filter row over one
+// dy row (x_row: the x row it reads there) to l[kw * max_nb + j]; lo[kw] to hi[kw] are the
+// output columns filter column kw reads inside the input. After each filter column the rows
+// ahead are fetched up to share done + kw + 1 of `total`.
+template <typename T>
+void DepthwiseFilterBlock(const ConvGeometry& g, const DepthwiseBlock& blk, const std::vector<int64_t>& lo,
+                          const std::vector<int64_t>& hi, const T* x_row, const T* dy_row, float* l, int64_t max_nb,
+                          AheadRows* ahead, int64_t done, int64_t total) {
+  const int64_t C = g.in_depth;
+  // x under output column o through filter column kw.
+  const auto x_at = [&](int64_t o, int64_t kw) {
+    return x_row + (o * g.stride_cols - g.pad_left + kw * g.dilation_cols) * C + blk.begin;
+  };
+  if (blk.width < blk.kernel->nb) {
+    Note(Path::kFilterDepthwiseScalar);
+    // Fewer than 16 channels left: a whole vector could read past the tensor's end.
+    for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+      if (hi[kw] <= lo[kw]) continue;
+      const T* a = x_at(lo[kw], kw);
+      const T* b = dy_row + lo[kw] * C + blk.begin;
+      for (int64_t j = 0; j < blk.width; ++j) {
+        float sum = l[kw * max_nb + j];
+        for (int64_t o = 0; o < hi[kw] - lo[kw]; ++o) {
+          sum += static_cast<float>(a[o * g.stride_cols * C + j]) * static_cast<float>(b[o * C + j]);
+        }
+        l[kw * max_nb + j] = sum;
+      }
+    }
+    return;
+  }
+  const DepthwiseStridedFn strided = blk.kernel->strided[KindOf<T>()];
+  NoteKernel(strided);
+  // Output columns [from, to) through `count` filter columns from kw at once.
+  const auto sum = [&](int64_t kw, int64_t count, int64_t from, int64_t to) {
+    if (to <= from) return;
+    strided(to - from, static_cast<int>(count), x_at(from, kw), g.stride_cols * C, g.dilation_cols * C,
+            dy_row + from * C + blk.begin, C, l + kw * max_nb, max_nb);
+  };
+  // Up to kDepthwiseStridedTaps neighbouring filter columns at once over the output columns
+  // that all of them read (each dy vector then read once for them all), and each alone over
+  // the rest of its own.
+  for (int64_t kw0 = 0; kw0 < g.filter_cols; kw0 += kDepthwiseStridedTaps) {
+    const int64_t kw1 = std::min<int64_t>(g.filter_cols, kw0 + kDepthwiseStridedTaps);
+    int64_t both_lo = lo[kw0], both_hi = hi[kw0];
+    for (int64_t kw = kw0 + 1; kw < kw1; ++kw) both_lo = std::max(both_lo, lo[kw]), both_hi = std::min(both_hi, hi[kw]);
+    if (kw1 - kw0 < 2 || both_hi <= both_lo) both_lo = both_hi = 0;
+    if (both_hi > both_lo) Note(Path::kFilterDepthwiseTaps);
+    // In a piece a filter column, each followed by its share of the fetches ahead.
+    for (int64_t kw = kw0; kw < kw1; ++kw) {
+      const int64_t width = both_hi - both_lo;
+      sum(kw0, kw1 - kw0, both_lo + width * (kw - kw0) / (kw1 - kw0), both_lo + width * (kw + 1 - kw0) / (kw1 - kw0));
+      ahead->FetchTo(done + kw + 1, total);
+    }
+    for (int64_t kw = kw0; kw < kw1; ++kw) {
+      if (both_hi > both_lo) {
+        sum(kw, 1, lo[kw], both_lo), sum(kw, 1, both_hi, hi[kw]);
+      } else {
+        sum(kw, 1, lo[kw], hi[kw]);
+      }
+    }
+  }
+}
+
 // Depthwise (multiplier 1) filter gradient into acc[slice][tap][c]; a unit is a slice of the
 // rows and walks every tap of each row, and for each tap its channel blocks (see
 // PlanDepthwiseFilter).
 template <typename T>
 void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan, const T* x,
                          const T* dy, float* acc, const ParallelFor& parallel_for) {
-  constexpr int kind = KindOf<T>();
   const int64_t C = g.in_depth, taps = g.filter_rows * g.filter_cols;
   const std::vector<DepthwiseBlock> blocks = DepthwiseBlocks(C);
   const int64_t rows = g.batch * g.out_rows, count = static_cast<int64_t>(blocks.size());
@@ -364,11 +508,6 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan,
     // local[(k * taps + t) * max_nb + j]: block k's channel j through tap t.
     float* const local = Scratch<float, 18>(count * taps * max_nb);
     AheadRows ahead;
-    // The x row that dy row (row_n, row_oh) reads through filter row kh, or null.
-    const auto x_row_of = [&](int64_t row_n, int64_t row_oh, int64_t kh) -> const T* {
-      const int64_t ih = row_oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
-      return ih < 0 || ih >= g.in_rows ? nullptr : x + (row_n * g.in_rows + ih) * g.in_cols * C;
-    };
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t slice = unit / plan.block_units;
       // The unit's channel blocks [k0, k1).
@@ -394,86 +533,29 @@ void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan,
           const int64_t n2 = (row + 1) / g.out_rows, oh2 = (row + 1) % g.out_rows;
           ahead.Add(dy_row + g.out_cols * C, g.out_cols * C * static_cast<int64_t>(sizeof(T)));
           for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
-            const T* next = x_row_of(n2, oh2, kh);
+            const T* next = DepthwiseXRow(g, x, n2, oh2, kh);
             bool read = next == nullptr;
-            for (int64_t k = 0; k < g.filter_rows && !read; ++k) read = x_row_of(n, oh, k) == next;
+            for (int64_t k = 0; k < g.filter_rows && !read; ++k) read = DepthwiseXRow(g, x, n, oh, k) == next;
             if (!read) ahead.Add(next, g.in_cols * C * static_cast<int64_t>(sizeof(T)));
           }
         }
         for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
-          const T* x_row = x_row_of(n, oh, kh);
+          const T* x_row = DepthwiseXRow(g, x, n, oh, kh);
           if (x_row == nullptr) continue;
           // Each channel block through the row's taps in turn, so that its parts of the x and
           // dy rows stay in the L1 cache across the taps.
           for (int64_t k = k0; k < k1; ++k) {
-            const DepthwiseBlock& blk = blocks[k];
-            float* const l = local + (k * taps + kh * g.filter_cols) * max_nb;
-            // x under output column o through filter column kw.
-            const auto x_at = [&](int64_t o, int64_t kw) {
-              return x_row + (o * g.stride_cols - g.pad_left + kw * g.dilation_cols) * C + blk.begin;
-            };
-            if (blk.width == blk.kernel->nb) {
-              const DepthwiseStridedFn strided = blk.kernel->strided[kind];
-              NoteKernel(strided);
-              // Output columns [from, to) through `count` filter columns from kw at once.
-              const auto sum = [&](int64_t kw, int64_t count, int64_t from, int64_t to) {
-                if (to <= from) return;
-                strided(to - from, static_cast<int>(count), x_at(from, kw), g.stride_cols * C,
-                        g.dilation_cols * C, dy_row + from * C + blk.begin, C, l + kw * max_nb,
-                        max_nb);
-              };
-              // Up to kDepthwiseStridedTaps neighbouring filter columns at once over the
-              // output columns that all of them read (each dy vector then read once for them
-              // all), and each alone over the rest of its own.
-              for (int64_t kw0 = 0; kw0 < g.filter_cols; kw0 += kDepthwiseStridedTaps) {
-                const int64_t kw1 = std::min<int64_t>(g.filter_cols, kw0 + kDepthwiseStridedTaps);
-                int64_t both_lo = lo[kw0], both_hi = hi[kw0];
-                for (int64_t kw = kw0 + 1; kw < kw1; ++kw) {
-                  both_lo = std::max(both_lo, lo[kw]), both_hi = std::min(both_hi, hi[kw]);
-                }
-                if (kw1 - kw0 < 2 || both_hi <= both_lo) both_lo = both_hi = 0;
-                if (both_hi > both_lo) Note(Path::kFilterDepthwiseTaps);
-                // In a piece a filter column, each followed by its share of the fetches ahead.
-                for (int64_t kw = kw0; kw < kw1; ++kw) {
-                  const int64_t width = both_hi - both_lo;
-                  sum(kw0, kw1 - kw0, both_lo + width * (kw - kw0) / (kw1 - kw0),
-                      both_lo + width * (kw + 1 - kw0) / (kw1 - kw0));
-                  ahead.FetchTo((kh * (k1 - k0) + k - k0) * g.filter_cols + kw + 1, taps * (k1 - k0));
-                }
-                for (int64_t kw = kw0; kw < kw1; ++kw) {
-                  if (both_hi > both_lo) {
-                    sum(kw, 1, lo[kw], both_lo), sum(kw, 1, both_hi, hi[kw]);
-                  } else {
-                    sum(kw, 1, lo[kw], hi[kw]);
-                  }
-                }
-              }
-            } else {
-              Note(Path::kFilterDepthwiseScalar);
-              // Fewer than 16 channels left: a whole vector could read past the tensor's end.
-              for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
-                if (hi[kw] <= lo[kw]) continue;
-                const T* a = x_at(lo[kw], kw);
-                const T* b = dy_row + lo[kw] * C + blk.begin;
-                for (int64_t j = 0; j < blk.width; ++j) {
-                  float total = l[kw * max_nb + j];
-                  for (int64_t o = 0; o < hi[kw] - lo[kw]; ++o) {
-                    total += static_cast<float>(a[o * g.stride_cols * C + j]) * static_cast<float>(b[o * C + j]);
-                  }
-                  l[kw * max_nb + j] = total;
-                }
-              }
-            }
-            ahead.FetchTo((kh * (k1 - k0) + k - k0 + 1) * g.filter_cols, taps * (k1 - k0));
+            const int64_t done = (kh * (k1 - k0) + k - k0) * g.filter_cols;
+            DepthwiseFilterBlock(g, blocks[k], lo, hi, x_row, dy_row, local + (k * taps + kh * g.filter_cols) * max_nb,
+                                 max_nb, &ahead, done, taps * (k1 - k0));
+            ahead.FetchTo(done + g.filter_cols, taps * (k1 - k0));
           }
         }
         ahead.FetchTo(1, 1);
       }
       for (int64_t k = k0; k < k1; ++k) {
         for (int64_t t = 0; t < taps; ++t) {
-          for (int64_t j = 0; j < blocks[k].width; ++j) {
-            out[t * C + blocks[k].begin + j] = local[(k * taps + t) * max_nb + j];
-          }
+          for (int64_t j = 0; j < blocks[k].width; ++j) out[t * C + blocks[k].begin + j] = local[(k * taps + t) * max_nb + j];
         }
       }
     }
