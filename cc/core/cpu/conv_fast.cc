@@ -243,7 +243,9 @@ void RunBordered(const GemmPlan& p, const ConvGeometry& g, const T* src, T* dst,
         std::fill(out + left + row, out + cols * channels, T(0.0f));
       }
     });
-    RunIndirect(count, p.dh, bordered, g.filter_cols, static_cast<int>(p.mr), static_cast<int>(p.nb), copy,
+    // A last chunk of fewer images is laid out again, by the same rule.
+    const IndirectLayout layout = count == images ? p.indirect : PlanIndirect(count, p.dh, bordered, p.mr);
+    RunIndirect(layout, count, p.dh, bordered, g.filter_cols, static_cast<int>(p.mr), static_cast<int>(p.nb), copy,
                 channels, dst + n * g.in_rows * g.in_cols * p.dst_channels, p.dst_channels, g.groups * p.blocks,
                 p.src_group, std::min(p.chunk, p.src_group), column, kernel, narrow, parallel_for);
   }
@@ -327,7 +329,7 @@ void RunGemm(const GemmPlan& p, const ConvGeometry& g, const T* w, const T* src,
     case Algorithm::kPointwise: {
       Note(forward ? Path::kForwardPointwise : Path::kInputPointwise);
       const int64_t pixels = g.batch * g.in_rows * g.in_cols;
-      return RunIndirect(1, ForwardDim(1, 1, 1, 0, 1, 1), ForwardDim(pixels, pixels, 1, 0, 1, 1), 1, mr, nbi,
+      return RunIndirect(p.indirect, 1, ForwardDim(1, 1, 1, 0, 1, 1), ForwardDim(pixels, pixels, 1, 0, 1, 1), 1, mr, nbi,
                          src, p.src_channels, dst, p.dst_channels, G * blocks, p.src_group,
                          std::min(p.chunk, p.src_group), column, kernel, narrow, parallel_for);
     }
@@ -336,7 +338,7 @@ void RunGemm(const GemmPlan& p, const ConvGeometry& g, const T* w, const T* src,
       return RunBordered(p, g, src, dst, column, kernel, narrow, parallel_for);
     default:
       Note(forward ? Path::kForwardIndirect : Path::kInputIndirect);
-      return RunIndirect(g.batch, p.dh, p.dw, g.filter_cols, mr, nbi, src, p.src_channels, dst, p.dst_channels,
+      return RunIndirect(p.indirect, g.batch, p.dh, p.dw, g.filter_cols, mr, nbi, src, p.src_channels, dst, p.dst_channels,
                          G * blocks, p.src_group, std::min(p.chunk, p.src_group), column, kernel, narrow,
                          parallel_for);
   }
@@ -358,9 +360,9 @@ void SpaceToDepthNhwc(const Plan& plan, const ConvGeometry& g, bool forward, con
   const bool winograd = plan.pass == Algorithm::kWinograd;
   Note(forward ? Path::kForwardSpaceToDepth : Path::kInputSpaceToDepth);
   if (winograd) Note(forward ? Path::kForwardWinogradPhases : Path::kInputWinogradPhases);
-  ConvGeometry d = SpaceToDepthGeometry(g);
+  ConvGeometry d = plan.stride1;  // its batch: the chunk's, set below
   const int64_t image = d.in_rows * d.in_cols * d.in_depth;
-  const int64_t chunk = std::min(plan.copy_images, g.batch);
+  const int64_t chunk = std::min(plan.copy_images, g.batch);  // (an NCHW pass's last chunk may be smaller)
   if (chunk < g.batch) Note(Path::kSpaceToDepthChunks);
   Workspace w_space(d.filter_elements() * sizeof(T)), copy_space(chunk * image * sizeof(T));
   T* const wd = w_space.data<T>();

@@ -267,6 +267,12 @@ int64_t TransformedFilterFloats(const ConvGeometry& g) {
   return kPoints * g.groups * g.filter_in_depth * g.out_depth_per_group();
 }
 
+// Floats of the unfused pass's transformed filter: a panel of nb columns (zero past the group's
+// columns) per (group, column block, point) and source channel.
+int64_t FilterPanelsFloats(const Problem& p, int64_t nb) {
+  return p.groups * CeilDiv(p.dst_group, nb) * kPoints * p.src_group * nb;
+}
+
 // 4 x 4 tiles of the pass's destination (the filter gradient's: the forward output's).
 int64_t Tiles(const ConvGeometry& g, bool forward) { return TileGrid(MakeProblem(g, forward)).tiles; }
 
@@ -475,7 +481,7 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   // The transformed filter: u[((grp * blocks + cb) * 36 + xi) * Cs + c][j], j < nb (zero past
   // the group's columns), in the gemm micro-kernels' panel layout.
   const int64_t panel = Cs * nb;
-  Workspace u_space(G * blocks * kPoints * panel * sizeof(float));
+  Workspace u_space(FilterPanelsFloats(p, nb) * sizeof(float));
   float* const u = u_space.data<float>();
   const WinogradFilterFn filter_fn = wk.filter[kind];
   NoteKernel(filter_fn);
@@ -586,12 +592,26 @@ int64_t FilterSlices(const ConvGeometry& g) {
   return std::clamp<int64_t>(CeilDiv(tiles, kSliceTiles), 1, kMaxSlices);
 }
 
-// Floats of one tile's transforms in the filter gradient: v's and e's rows (e's longer where a
-// group's columns are not whole tiles: a column tile of the last group reads past K).
-int64_t FilterTileFloats(const ConvGeometry& g, int64_t nb) {
-  const int64_t kr = g.out_depth_per_group() % nb == 0 ? g.out_depth : g.out_depth + nb;
-  return kPoints * (g.in_depth + kr);
+// The row length of the transformed output gradient e in the filter gradient: K, longer where a
+// group's columns are not whole tiles (a column tile of the last group reads past K; zero
+// there).
+int64_t FilterGradientRow(const ConvGeometry& g, int64_t nb) {
+  return g.out_depth_per_group() % nb == 0 ? g.out_depth : g.out_depth + nb;
 }
+
+// Floats of one tile's transforms in the filter gradient: v's and e's rows.
+int64_t FilterTileFloats(const ConvGeometry& g, int64_t nb) {
+  return kPoints * (g.in_depth + FilterGradientRow(g, nb));
+}
+
+// The planes (one per point, skewed) of the transformed input v and output gradient e of
+// `count` tiles of the filter gradient.
+struct FilterPlanes {
+  FilterPlanes(const ConvGeometry& g, int64_t nb, int64_t count)
+      : v_plane(count * g.in_depth + kPlaneSkew), e_plane(count * FilterGradientRow(g, nb) + kPlaneSkew) {}
+  int64_t Bytes() const { return kPoints * (v_plane + e_plane) * static_cast<int64_t>(sizeof(float)); }
+  int64_t v_plane, e_plane;
+};
 
 // Tiles per chunk of the unfused, unsliced filter gradient (kFilterChunkTiles).
 int64_t FilterChunkTiles(int64_t tiles, int64_t tile_floats) {
@@ -696,16 +716,14 @@ struct FilterCall {
   const T* dy;
   int64_t mr, nb, cp, kgp;
   GemmStridedFn strided;
-  // Row lengths of v and e. A column tile of the last group reads past K where the group's
-  // columns are not whole tiles: e's rows are then longer, zero past K.
-  int64_t cin = 0, kr = 0;
+  int64_t cin = 0, kr = 0;  // row lengths of v and e (FilterGradientRow)
   int64_t tiles_w = 0, per_image = 0, tiles = 0, c_tiles = 0, k_tiles = 0;
   WinogradInputFn input_fn = nullptr, gradient_fn = nullptr;
 
   FilterCall(const ConvGeometry& gc, const T* x_in, const T* dy_in, int64_t mr_in, int64_t nb_in, int64_t cp_in,
              int64_t kgp_in, GemmStridedFn strided_in)
       : g(gc), x(x_in), dy(dy_in), mr(mr_in), nb(nb_in), cp(cp_in), kgp(kgp_in), strided(strided_in) {
-    cin = g.in_depth, kr = g.out_depth_per_group() % nb == 0 ? g.out_depth : g.out_depth + nb;
+    cin = g.in_depth, kr = FilterGradientRow(g, nb);
     tiles_w = CeilDiv(g.out_cols, kOut), per_image = CeilDiv(g.out_rows, kOut) * tiles_w;
     tiles = g.batch * per_image;
     c_tiles = CeilDiv(g.filter_in_depth, mr), k_tiles = kgp / nb;
@@ -791,7 +809,8 @@ template <typename T>
 void AccumulateFused(const FilterCall<T>& call, float* dw, bool add, const ParallelFor& parallel_for) {
   const int64_t tiles = call.tiles, cin = call.cin, kr = call.kr, mr = call.mr, kgp = call.kgp;
   const int64_t FI = call.g.filter_in_depth, K = call.g.out_depth;
-  const int64_t v_plane = tiles * cin + kPlaneSkew, e_plane = tiles * kr + kPlaneSkew;
+  const FilterPlanes planes(call.g, call.nb, tiles);
+  const int64_t v_plane = planes.v_plane, e_plane = planes.e_plane;
   Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
   float* const v = v_space.data<float>();
   float* const e = e_space.data<float>();
@@ -829,7 +848,8 @@ void AccumulateChunks(const FilterCall<T>& call, float* m, const ParallelFor& pa
   const int64_t tiles = call.tiles, cin = call.cin, kr = call.kr, c_tiles = call.c_tiles;
   const int64_t chunk = FilterChunkTiles(tiles, FilterTileFloats(call.g, call.nb));
   if (chunk < tiles) Note(Path::kWinogradFilterChunks);
-  const int64_t v_plane = chunk * cin + kPlaneSkew, e_plane = chunk * kr + kPlaneSkew;
+  const FilterPlanes planes(call.g, call.nb, chunk);
+  const int64_t v_plane = planes.v_plane, e_plane = planes.e_plane;
   Workspace v_space(kPoints * v_plane * sizeof(float)), e_space(kPoints * e_plane * sizeof(float));
   float* const v = v_space.data<float>();
   float* const e = e_space.data<float>();
@@ -905,7 +925,7 @@ WinogradCosts WinogradPassCosts(const ConvGeometry& g, bool forward, int64_t ele
   const TileBlocking b = PlanTileBlocks(p, gk.mr, gk.nb, blocks);
   // The transposed filter (backprop input) and the transformed one.
   c.workspace_bytes = (forward ? 0 : 9 * g.filter_in_depth * g.out_depth * element_size) +
-                      p.groups * blocks * kPoints * p.src_group * gk.nb * 4;
+                      FilterPanelsFloats(p, gk.nb) * 4;
   c.units = b.ug * b.tile_blocks * b.parts;
   return c;
 }
@@ -913,15 +933,10 @@ WinogradCosts WinogradPassCosts(const ConvGeometry& g, bool forward, int64_t ele
 WinogradCosts WinogradFilterCosts(const ConvGeometry& g) {
   const SumsSides sides(g);
   const int64_t tiles = Tiles(g, true), tile_floats = FilterTileFloats(g, sides.gk.nb);
-  // The transformed input and output gradient of `count` tiles (v and e in Accumulate).
-  const auto transformed = [&](int64_t count) {
-    const int64_t kr = tile_floats / kPoints - g.in_depth;
-    return 4 * kPoints * (count * g.in_depth + kPlaneSkew + count * kr + kPlaneSkew);
-  };
   WinogradCosts c;
   const int64_t c_tiles = CeilDiv(g.filter_in_depth, sides.gk.strided[0].mr);
   if (FilterFused(g)) {
-    c.workspace_bytes = transformed(tiles);
+    c.workspace_bytes = FilterPlanes(g, sides.gk.nb, tiles).Bytes();
     c.units = c_tiles;
     return c;
   }
@@ -931,7 +946,7 @@ WinogradCosts WinogradFilterCosts(const ConvGeometry& g) {
     c.units = slices;
     return c;
   }
-  c.workspace_bytes += transformed(FilterChunkTiles(tiles, tile_floats));
+  c.workspace_bytes += FilterPlanes(g, sides.gk.nb, FilterChunkTiles(tiles, tile_floats)).Bytes();
   c.units = g.groups * kPoints * c_tiles;
   return c;
 }

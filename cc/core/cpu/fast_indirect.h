@@ -135,11 +135,6 @@ inline IndirectLayout PlanIndirect(int64_t batch, const DimMap& dh, const DimMap
   return layout;
 }
 
-// Blocks of tiles of an indirect pass over `batch` images (PlanIndirect).
-inline int64_t IndirectBlocks(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t mr) {
-  return PlanIndirect(batch, dh, dw, mr).blocks;
-}
-
 // Where one column block of an indirect pass reads and writes.
 struct ColumnBlock {
   int64_t src_offset = 0;  // channel offset in each source pixel
@@ -406,21 +401,20 @@ void IndirectTiles(const IndirectIo<T>& io, const IndirectTables& t, int64_t til
   }
 }
 
-// Runs an indirect pass: dst[n, oh, ow, dst_offset + j] for every computed pixel and column,
-// from source pixels src[n, sh, sw, src_offset + k0 + r] and the packed filter, through
-// `kernel`. Source and destination are NHWC with `src_channels` / `dst_channels` per pixel.
+// Runs an indirect pass laid out as `layout` (PlanIndirect of the same batch, maps and mr):
+// dst[n, oh, ow, dst_offset + j] for every computed pixel and column, from source pixels
+// src[n, sh, sw, src_offset + k0 + r] and the packed filter, through `kernel`. Source and destination are NHWC with `src_channels` / `dst_channels` per pixel.
 // `depth` is the reduction length per tap, taken in chunks of `chunk`. `narrow` (16-bit T,
 // or null) is `kernel`'s affine form rounding to T: affine runs of whole column blocks in one
 // chunk go through it, straight to dst.
 template <typename T, typename ColumnFn>
-void RunIndirect(int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols,
+void RunIndirect(const IndirectLayout& layout, int64_t batch, const DimMap& dh, const DimMap& dw, int64_t filter_cols,
                  int mr, int nb, const T* src, int64_t src_channels, T* dst,
                  int64_t dst_channels, int64_t column_blocks, int64_t depth, int64_t chunk,
                  const ColumnFn& column, const TileKernel& kernel, GemmAffineNarrowFn narrow,
                  const ParallelFor& parallel_for) {
   static_assert(sizeof(T) == 2 || std::is_same_v<T, float>, "float or a 16-bit kind");
   const int64_t tiles_per_block = std::max<int64_t>(1, kGemmPixelsPerBlock / mr);
-  const IndirectLayout layout = PlanIndirect(batch, dh, dw, mr);
   if (layout.split) Note(Path::kIndirectEdgesSplit);
   const std::vector<IndirectClass> classes = IndirectClasses(batch, layout, tiles_per_block, mr);
   const std::vector<T> zeros(std::max<int64_t>({depth, static_cast<int64_t>(nb), 1}), T(0.0f));

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <type_traits>
 
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
 #include "cc/core/cpu/conv_winograd.h"
@@ -199,19 +198,20 @@ void PlanGemmCosts(const ConvGeometry& g, int64_t element_size, GemmPlan* p) {
       return;
     case Algorithm::kPointwise: {
       const int64_t pixels = g.batch * g.in_rows * g.in_cols;
-      p->units = IndirectBlocks(1, ForwardDim(1, 1, 1, 0, 1, 1), ForwardDim(pixels, pixels, 1, 0, 1, 1),
-                                p->mr) * column_blocks;
+      p->indirect = PlanIndirect(1, ForwardDim(1, 1, 1, 0, 1, 1), ForwardDim(pixels, pixels, 1, 0, 1, 1), p->mr);
+      p->units = p->indirect.blocks * column_blocks;
       return;
     }
     case Algorithm::kIndirectBordered: {
-      p->units = IndirectBlocks(p->bordered_images, p->dh, BorderedTransposed(p->dw, p->border), p->mr) *
-                 column_blocks;
+      p->indirect = PlanIndirect(p->bordered_images, p->dh, BorderedTransposed(p->dw, p->border), p->mr);
+      p->units = p->indirect.blocks * column_blocks;
       const int64_t cols = g.out_cols + p->border.first + p->border.second;
       p->workspace_bytes += p->bordered_images * g.out_rows * cols * p->src_channels * element_size;
       return;
     }
     default:
-      p->units = IndirectBlocks(g.batch, p->dh, p->dw, p->mr) * column_blocks;
+      p->indirect = PlanIndirect(g.batch, p->dh, p->dw, p->mr);
+      p->units = p->indirect.blocks * column_blocks;
   }
 }
 
@@ -435,19 +435,20 @@ void AppendBlocking(const Plan& plan, std::string* out) {
     case Algorithm::kIndirectBordered:
       std::snprintf(buf, sizeof(buf), "tile:%lldx%lld,blocks_per_group:%lld,chunk:%lld,panel:%s%s%s",
                     (long long)p.mr, (long long)p.nb, (long long)p.blocks, (long long)p.chunk, p.filter_in_place ? "in_place" : p.pairs ? "bf16_pairs" : "packed",
-                    p.amx ? ",amx" : "", p.pad_pixels && p.merge ? ",padded_pixels" : "");
+                    p.amx ? ",amx:yes" : "", p.pad_pixels && p.merge ? ",padded_pixels:yes" : "");
       break;
     case Algorithm::kFilterGemm:
       std::snprintf(buf, sizeof(buf), "tile:%lld,merged_cols:%lld,ci_chunk:%lld,k_chunk:%lld,slices:%lld%s",
                     (long long)plan.filter.mr, (long long)plan.filter.merged_cols, (long long)plan.filter.ci_chunk,
-                    (long long)plan.filter.k_chunk, (long long)plan.slices, plan.widen ? ",widened" : "");
+                    (long long)plan.filter.k_chunk, (long long)plan.slices, plan.widen ? ",widened:yes" : "");
       break;
     case Algorithm::kFilterTiles:
-      std::snprintf(buf, sizeof(buf), "k_chunk:%lld,slices:%lld,%s%s", (long long)plan.tiles.k_chunk,
-                    (long long)plan.slices, plan.tiles.amx ? "amx" : "rows", plan.tiles.merged ? ",merged_cols" : "");
+      std::snprintf(buf, sizeof(buf), "k_chunk:%lld,slices:%lld,piece:%lld,on:%s%s", (long long)plan.tiles.k_chunk,
+                    (long long)plan.slices, (long long)plan.tiles.piece, plan.tiles.amx ? "amx_tiles" : "vector_rows",
+                    plan.tiles.merged ? ",merged_cols:yes" : "");
       break;
     case Algorithm::kFilterDepthwise:
-      std::snprintf(buf, sizeof(buf), "slices:%lld,%s", (long long)plan.slices,
+      std::snprintf(buf, sizeof(buf), "slices:%lld,units:%s", (long long)plan.slices,
                     plan.depthwise_filter.whole_rows ? "whole_rows" : "channel_blocks");
       break;
     default:

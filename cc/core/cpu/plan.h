@@ -103,6 +103,9 @@ struct GemmPlan {
   // kIndirectBordered: dy's columns with this zero border, left and right, by chunks of images.
   std::pair<int64_t, int64_t> border{0, 0};
   int64_t bordered_images = 0;
+  // Indirect, pointwise and bordered passes: the parts and blocks of tiles of the first chunk
+  // of images (bordered: of bordered_images).
+  fast::IndirectLayout indirect;
   int64_t units = 0;  // work units of the pass
   int64_t workspace_bytes = 0;
 };
