@@ -37,9 +37,12 @@ class FakeExplain:
         self.line = line
         self.calls = []
 
-    def __call__(self, direction, dtype, nchw, sizes, attrs, out, out_size):
-        self.calls.append(dict(direction=direction, dtype=dtype, nchw=nchw, sizes=list(sizes),
-                               attrs=list(attrs), out_size=out_size))
+    def __call__(self, direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings,
+                 paddings, out, out_size):
+        self.calls.append(dict(direction=direction, dtype=dtype, data_format=data_format.decode(),
+                               padding=padding.decode(), sizes=list(sizes[:8]), strides=list(strides[:4]),
+                               dilations=list(dilations[:4]), explicit_paddings=list(explicit_paddings[:paddings]),
+                               out_size=out_size))
         data = self.line.encode()
         n = min(len(data), out_size - 1)
         ctypes.memmove(out, data, n)
@@ -147,39 +150,43 @@ class ArgumentsTest(tf.test.TestCase):
                                      else [2, 9, 11, 16, 3, 3, 16, 8])
 
     def test_strides_and_dilations_forms(self):
+        # The op's attributes: 4 values in data_format order.
         cases = [
-            (dict(strides=2, dilations=3), [2, 2, 3, 3]),
-            (dict(strides=[2, 3], dilations=[1, 2]), [2, 3, 1, 2]),
-            (dict(strides=[1, 2, 3, 1], dilations=[1, 3, 2, 1]), [2, 3, 3, 2]),
+            (dict(strides=2, dilations=3), [1, 2, 2, 1], [1, 3, 3, 1]),
+            (dict(strides=[2, 3], dilations=[1, 2]), [1, 2, 3, 1], [1, 1, 2, 1]),
+            (dict(strides=[1, 2, 3, 1], dilations=[1, 3, 2, 1]), [1, 2, 3, 1], [1, 3, 2, 1]),
             (dict(strides=[1, 1, 2, 3], dilations=[1, 1, 3, 2], data_format="NCHW",
-                  input_shape=(2, 16, 9, 11)), [2, 3, 3, 2]),
-            (dict(strides=(4,), dilations=None), [4, 4, 1, 1]),
+                  input_shape=(2, 16, 9, 11)), [1, 1, 2, 3], [1, 1, 3, 2]),
+            (dict(strides=(4,), dilations=None), [1, 4, 4, 1], [1, 1, 1, 1]),
         ]
-        for kwargs, expected in cases:
+        for kwargs, strides, dilations in cases:
             with self.subTest(**{k: str(v) for k, v in kwargs.items()}):
-                self.assertEqual(self.call(**kwargs)["attrs"][:4], expected)
+                got = self.call(**kwargs)
+                self.assertEqual((got["strides"], got["dilations"]), (strides, dilations))
 
     def test_nchw_input_goes_in_nhwc_order(self):
         got = self.call(input_shape=(2, 16, 9, 11), data_format="NCHW")
-        self.assertEqual(got["nchw"], 1)
+        self.assertEqual(got["data_format"], "NCHW")
         self.assertEqual(got["sizes"][:4], [2, 9, 11, 16])
-        self.assertEqual(self.call(data_format=b"NHWC")["nchw"], 0)
+        self.assertEqual(self.call(data_format=b"NHWC")["data_format"], "NHWC")
 
     def test_padding_forms(self):
         cases = [
-            (dict(), [0, 0, 0, 0, 0]),
-            (dict(padding="SAME"), [1, 0, 0, 0, 0]),
-            (dict(padding=b"VALID"), [0, 0, 0, 0, 0]),
-            (dict(padding="EXPLICIT", explicit_paddings=[0, 0, 1, 2, 3, 4, 0, 0]), [2, 1, 2, 3, 4]),
+            (dict(), "VALID", []),
+            (dict(padding="SAME"), "SAME", []),
+            (dict(padding=b"VALID"), "VALID", []),
+            (dict(padding="EXPLICIT", explicit_paddings=[0, 0, 1, 2, 3, 4, 0, 0]), "EXPLICIT",
+             [0, 0, 1, 2, 3, 4, 0, 0]),
             (dict(padding="EXPLICIT", explicit_paddings=[0, 0, 0, 0, 1, 2, 3, 4], data_format="NCHW",
-                  input_shape=(2, 16, 9, 11)), [2, 1, 2, 3, 4]),
-            (dict(padding=[[0, 0], [1, 2], [3, 4], [0, 0]]), [2, 1, 2, 3, 4]),
+                  input_shape=(2, 16, 9, 11)), "EXPLICIT", [0, 0, 0, 0, 1, 2, 3, 4]),
+            (dict(padding=[[0, 0], [1, 2], [3, 4], [0, 0]]), "EXPLICIT", [0, 0, 1, 2, 3, 4, 0, 0]),
             (dict(padding=((0, 0), (0, 0), (1, 2), (3, 4)), data_format="NCHW",
-                  input_shape=(2, 16, 9, 11)), [2, 1, 2, 3, 4]),
+                  input_shape=(2, 16, 9, 11)), "EXPLICIT", [0, 0, 0, 0, 1, 2, 3, 4]),
         ]
-        for kwargs, expected in cases:
+        for kwargs, padding, explicit in cases:
             with self.subTest(**{k: str(v) for k, v in kwargs.items()}):
-                self.assertEqual(self.call(**kwargs)["attrs"][4:], expected)
+                got = self.call(**kwargs)
+                self.assertEqual((got["padding"], got["explicit_paddings"]), (padding, explicit))
 
     def test_dtypes(self):
         for dtype, code in [(tf.float16, 0), ("bfloat16", 1), (np.float32, 2), (tf.float64, 3),
@@ -204,14 +211,7 @@ class ArgumentsTest(tf.test.TestCase):
             (r"input_shape=\[2, None, 11, 16\]", dict(input_shape=[2, None, 11, 16])),
             (r"filter_shape=\[3, 16, 8\]", dict(filter_shape=[3, 16, 8])),
             (r"padding='FOO'", dict(padding="FOO")),
-            (r"strides=\[1, 0, 0, 1\]", dict(strides=0)),
-            (r"strides=\[1, 2, -1, 1\]", dict(strides=[2, -1])),
-            (r"dilations=\[1, 0, 1, 1\]", dict(dilations=[0, 1])),
             (r"strides should be of length 1, 2 or 4.*\[1, 1, 1\]", dict(strides=[1, 1, 1])),
-            (r"strides in the batch and depth dimensions, got strides=\[2, 1, 1, 1\] with data_format=NHWC",
-             dict(strides=[2, 1, 1, 1])),
-            (r"dilations in the batch and depth dimensions, got dilations=\[1, 2, 1, 1\] with data_format=NCHW",
-             dict(dilations=[1, 2, 1, 1], data_format="NCHW", input_shape=(2, 16, 9, 11))),
             (r"TfOps>Conv2DBackpropFilter has no kernel for dtype int32",
              dict(op="conv2d_backprop_filter", dtype=tf.int32)),
             (r"TfOps>DepthwiseConv2dNative has no kernel for dtype int32",
@@ -221,16 +221,7 @@ class ArgumentsTest(tf.test.TestCase):
             (r"data_format='NCDHW'", dict(data_format="NCDHW")),
             (r"input and filter must have the same depth: 16 vs 15",
              dict(op="depthwise_conv2d_native", filter_shape=(3, 3, 15, 1))),
-            (r"explicit_paddings attribute must contain 8 values, but got: 0",
-             dict(padding="EXPLICIT")),
-            (r"but got: 7 \(\[0, 0, 1, 1, 1, 1, 0\]\)",
-             dict(padding="EXPLICIT", explicit_paddings=[0, 0, 1, 1, 1, 1, 0])),
-            (r"nonnegative, got explicit_paddings=\[0, 0, -1, 1, 1, 1, 0, 0\]",
-             dict(padding="EXPLICIT", explicit_paddings=[0, 0, -1, 1, 1, 1, 0, 0])),
-            (r"batch or depth dimensions is not supported, got explicit_paddings=\[0, 0, 1, 1, 1, 1, 1, 0\]",
-             dict(padding="EXPLICIT", explicit_paddings=[0, 0, 1, 1, 1, 1, 1, 0])),
-            (r"must be empty if the padding attribute is not EXPLICIT, got explicit_paddings=\[0, 0, 1, 1, 1, "
-             r"1, 0, 0\] with padding=SAME", dict(padding="SAME", explicit_paddings=[0, 0, 1, 1, 1, 1, 0, 0])),
+            (r"explicit_paddings=\[0, 'x'\]", dict(padding="EXPLICIT", explicit_paddings=[0, "x"])),
             (r"each element of `padding` must be a list/tuple of size 2",
              dict(padding=[[0, 0], [1, 1, 1], [1, 1], [0, 0]])),
             (r"it must be of size 4", dict(padding=[[1, 1], [1, 1]])),
@@ -280,8 +271,9 @@ class CliTest(tf.test.TestCase):
                                          "--dtype", "bfloat16")
         self.assertEqual(status, 0, err)
         self.assertEqual(fake.last["sizes"], [2, 9, 11, 16, 3, 3, 8, 4])
-        self.assertEqual(fake.last["attrs"], [2, 1, 2, 2, 2, 1, 1, 0, 2])
-        self.assertEqual((fake.last["dtype"], fake.last["nchw"]), (1, 1))
+        self.assertEqual((fake.last["strides"], fake.last["dilations"]), ([1, 1, 2, 1], [1, 1, 2, 2]))
+        self.assertEqual((fake.last["padding"], fake.last["explicit_paddings"]), ("EXPLICIT", [0, 0, 0, 0, 1, 1, 0, 2]))
+        self.assertEqual((fake.last["dtype"], fake.last["data_format"]), (1, "NCHW"))
         rows = dict(line.split(None, 1) for line in out.splitlines())
         self.assertEqual(rows, {"algorithm": "space_to_depth", "pass": "banded", "direction": "forward",
                                 "dtype": "float32", "layout": "NHWC", "device": "cpu", "isa": "avx2",
@@ -291,7 +283,6 @@ class CliTest(tf.test.TestCase):
     def test_bad_arguments_exit_2_with_the_message(self):
         cases = [
             (["--padding", "FOO"], "padding='FOO'"),
-            (["--strides", "0"], "strides=[1, 0, 0, 1]"),
             (["--dtype", "int64"], "no kernel for dtype int64"),
             (["--input", "1,8,x,4"], "1,8,x,4"),
             (["--filter"], "--filter"),
@@ -309,6 +300,10 @@ class CliTest(tf.test.TestCase):
             status, _, err = self.main("explain", "Conv3D", "--input", "1,8,8,4", "--filter", "3,3,4,4")
         self.assertEqual(status, 2)
         self.assertIn("unknown op 'Conv3D'", err)
+        # An attribute the library refuses (the op's kernels' check and message).
+        status, out, err = self.main("explain", "conv2d", "--input", "1,8,8,4", "--filter", "3,3,4,4", "--strides", "0")
+        self.assertEqual((status, out), (2, ""))
+        self.assertIn("strides=[1, 0, 0, 1]", err)
 
     def test_cli_prints_the_plan(self):
         # The README's command, as a fresh process runs it; its plan is explain's here.
@@ -411,6 +406,37 @@ class ExplainTest(tf.test.TestCase):
                     tf_ops.explain("conv2d", **kwargs)
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError, r"strides=\[1, 0, 0, 1\]"):
             tf_ops.explain("conv2d", [1, 8, 8, 4], [3, 3, 4, 4], strides=0)
+
+    def test_attribute_errors_are_the_kernels(self):
+        # The library checks the attributes as the op's kernels do (CheckAttrs), with their
+        # messages.
+        cases = [
+            (r"strides=\[1, 0, 0, 1\]", dict(strides=0)),
+            (r"strides=\[1, 2, -1, 1\]", dict(strides=[2, -1])),
+            (r"dilations=\[1, 0, 1, 1\]", dict(dilations=[0, 1])),
+            (r"strides in the batch and depth dimensions, got strides=\[2, 1, 1, 1\] with data_format=NHWC",
+             dict(strides=[2, 1, 1, 1])),
+            (r"dilations in the batch and depth dimensions, got dilations=\[1, 2, 1, 1\] with data_format=NCHW",
+             dict(dilations=[1, 2, 1, 1], data_format="NCHW", input_shape=(2, 16, 9, 11))),
+            (r"explicit_paddings attribute must contain 8 values, but got: 0", dict(padding="EXPLICIT")),
+            (r"but got: 7 \(\[0, 0, 1, 1, 1, 1, 0\]\)",
+             dict(padding="EXPLICIT", explicit_paddings=[0, 0, 1, 1, 1, 1, 0])),
+            (r"nonnegative, got explicit_paddings=\[0, 0, -1, 1, 1, 1, 0, 0\]",
+             dict(padding="EXPLICIT", explicit_paddings=[0, 0, -1, 1, 1, 1, 0, 0])),
+            (r"batch or depth dimensions is not supported, got explicit_paddings=\[0, 0, 1, 1, 1, 1, 1, 0\]",
+             dict(padding="EXPLICIT", explicit_paddings=[0, 0, 1, 1, 1, 1, 1, 0])),
+            (r"must be empty if the padding attribute is not EXPLICIT, got explicit_paddings=\[0, 0, 1, 1, 1, "
+             r"1, 0, 0\] with padding=SAME", dict(padding="SAME", explicit_paddings=[0, 0, 1, 1, 1, 1, 0, 0])),
+        ]
+        for pattern, kwargs in cases:
+            with self.subTest(**{k: str(v) for k, v in kwargs.items()}):
+                shape = kwargs.pop("input_shape", (2, 9, 11, 16))
+                with self.assertRaisesRegex(tf.errors.InvalidArgumentError, pattern):
+                    tf_ops.explain("Conv2D", shape, (3, 3, 16, 8), **kwargs)
+        # The same attributes where they are valid give a plan.
+        plan = tf_ops.explain("Conv2D", (2, 16, 9, 11), (3, 3, 16, 8), padding="EXPLICIT",
+                              explicit_paddings=[0, 0, 0, 0, 1, 2, 3, 4], data_format="NCHW", strides=[1, 1, 2, 1])
+        self.assertEqual(plan.layout, "NCHW")
 
 
 # Run in a fresh process with TF_OPS_VERBOSE=1: for each case, explain's plan, then the op's call

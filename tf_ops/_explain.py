@@ -225,25 +225,16 @@ def _dtype_code(dtype, raw):
     return _DTYPE_CODES[dtype], dtype
 
 
-def _window_attrs(values, name, data_format):
-    """Row and column values of strides or dilations (an int, 2 or 4 values), checked as the
-    kernels check the 4-value attribute."""
+def _attrs(strides, dilations, padding, explicit_paddings, data_format):
+    """The attributes as the op takes them, (strides, dilations, padding, explicit_paddings), from
+    the forms the package's functions take too: strides and dilations as an int or 1, 2 or 4
+    values, padding as a list of (before, after) pairs. The library checks their values as the
+    op's kernels check its attributes."""
     try:
-        full = _ops._sequence(values, name, data_format)
+        strides = _ops._sequence(strides, "strides", data_format)
+        dilations = _ops._sequence(dilations, "dilations", data_format)
     except (TypeError, ValueError) as e:
         raise _error(f"explain: {e}") from None
-    batch, depth, rows, cols = (0, 1, 2, 3) if data_format == "NCHW" else (0, 3, 1, 2)
-    if full[batch] != 1 or full[depth] != 1:
-        raise _error(f"Current implementation does not yet support {name} in the batch and depth "
-                     f"dimensions, got {name}={_list_string(full)} with data_format={data_format}")
-    if full[rows] <= 0 or full[cols] <= 0:
-        what = "Row and column strides" if name == "strides" else "Dilated rates"
-        raise _error(f"{what} should be larger than 0, got {name}={_list_string(full)}")
-    return full[rows], full[cols]
-
-
-def _padding_attrs(padding, explicit_paddings, data_format):
-    """(padding code, top, bottom, left, right) of TfOpsExplainCpu."""
     if isinstance(padding, bytes):
         padding = padding.decode()
     given = list(explicit_paddings) if explicit_paddings is not None else []
@@ -251,30 +242,13 @@ def _padding_attrs(padding, explicit_paddings, data_format):
         if given:
             raise _error("explain: padding as a list of pairs and explicit_paddings cannot both be given")
         try:
-            _, flat = _ops._padding(padding)
+            padding, given = _ops._padding(padding)
         except (TypeError, ValueError) as e:
             raise _error(f"explain: {e}") from None
-    elif padding in ("SAME", "VALID"):
-        if given:
-            raise _error("explicit_paddings attribute must be empty if the padding attribute is not "
-                         f"EXPLICIT, got explicit_paddings={_list_string(given)} with padding={padding}")
-        return (1 if padding == "SAME" else 0), 0, 0, 0, 0
-    elif padding == "EXPLICIT":
-        flat = _dims(given, "explicit_paddings")
-        if len(flat) != 8:
-            raise _error(f"explicit_paddings attribute must contain 8 values, but got: {len(flat)} "
-                         f"({_list_string(flat)})")
-    else:
+    elif padding not in ("SAME", "VALID", "EXPLICIT"):
         raise _error(f"explain: padding must be 'SAME', 'VALID', 'EXPLICIT' or a list of 4 (before, after) "
                      f"pairs, got padding={padding!r}")
-    if any(p < 0 for p in flat):
-        raise _error(f"All elements of explicit_paddings must be nonnegative, got explicit_paddings="
-                     f"{_list_string(flat)}")
-    batch, depth, rows, cols = (0, 1, 2, 3) if data_format == "NCHW" else (0, 3, 1, 2)
-    if flat[2 * batch] or flat[2 * batch + 1] or flat[2 * depth] or flat[2 * depth + 1]:
-        raise _error("Nonzero explicit padding in the batch or depth dimensions is not supported, got "
-                     f"explicit_paddings={_list_string(flat)} with data_format={data_format}")
-    return 2, flat[2 * rows], flat[2 * rows + 1], flat[2 * cols], flat[2 * cols + 1]
+    return strides, dilations, padding, _dims(given, "explicit_paddings")
 
 
 _FUNCTION = None
@@ -294,21 +268,27 @@ def _cpu_function():
                 f"source than this package. Rebuild it with: {_loader._rebuild_command(_loader.build_info())}"
             ) from None
         fn.restype = ctypes.c_int64
-        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
-                       ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p, ctypes.c_int64]
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                       ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
+                       ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
+                       ctypes.c_char_p, ctypes.c_int64]
         _FUNCTION = fn
     return _FUNCTION
 
 
-def _explain_line(direction, dtype, nchw, sizes, attrs):
+def _explain_line(direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings):
     """The line TfOpsExplainCpu writes for these arguments (the whole line, however long)."""
     fn = _cpu_function()
-    sizes = (ctypes.c_int64 * 8)(*sizes)
-    attrs = (ctypes.c_int64 * 9)(*attrs)
+
+    def int64s(values):
+        return (ctypes.c_int64 * max(1, len(values)))(*values)
+
+    arguments = (direction, dtype, data_format.encode(), padding.encode(), int64s(sizes), int64s(strides),
+                 int64s(dilations), int64s(explicit_paddings), len(explicit_paddings))
     size = _BUFFER_SIZE
     while True:
         out = ctypes.create_string_buffer(size)
-        length = fn(direction, dtype, nchw, sizes, attrs, out, size)
+        length = fn(*arguments, out, size)
         if length < size:
             return out.value.decode()
         size = length + 1
@@ -316,7 +296,8 @@ def _explain_line(direction, dtype, nchw, sizes, attrs):
 
 def _arguments(op, input_shape, filter_shape, strides, padding, data_format, dilations, dtype,
                explicit_paddings):
-    """The arguments of TfOpsExplainCpu for a call: (direction, dtype code, nchw, sizes, attrs)."""
+    """The arguments of _explain_line for a call: (direction, dtype code, data_format, padding,
+    sizes, strides, dilations, explicit_paddings)."""
     raw, direction, depthwise, folds_batch = _resolve_op(op)
     dtype_code, _ = _dtype_code(dtype, raw)
     if isinstance(data_format, bytes):
@@ -344,12 +325,9 @@ def _arguments(op, input_shape, filter_shape, strides, padding, data_format, dil
             raise _error(f"{raw}: input and filter must have the same depth: {c} vs {fi} "
                          f"(input shape {_list_string(shape)}, filter shape {_list_string(filt)})")
         fi, k = 1, fi * k
-    stride_rows, stride_cols = _window_attrs(strides, "strides", data_format)
-    dilation_rows, dilation_cols = _window_attrs(dilations, "dilations", data_format)
-    pad = _padding_attrs(padding, explicit_paddings, data_format)
-    sizes = [n, h, w, c, kh, kw, fi, k]
-    attrs = [stride_rows, stride_cols, dilation_rows, dilation_cols, *pad]
-    return direction, dtype_code, int(data_format == "NCHW"), sizes, attrs
+    attrs = _attrs(strides, dilations, padding, explicit_paddings, data_format)
+    return (direction, dtype_code, data_format, attrs[2], [n, h, w, c, kh, kw, fi, k], attrs[0], attrs[1],
+            attrs[3])
 
 
 def explain(op, input_shape, filter_shape, strides=1, padding="VALID", data_format="NHWC", dilations=1,
@@ -371,9 +349,8 @@ def explain(op, input_shape, filter_shape, strides=1, padding="VALID", data_form
     Raises tf.errors.InvalidArgumentError, naming the value, for arguments the op would
     reject.
     """
-    direction, dtype_code, nchw, sizes, attrs = _arguments(
-        op, input_shape, filter_shape, strides, padding, data_format, dilations, dtype, explicit_paddings)
-    line = _explain_line(direction, dtype_code, nchw, sizes, attrs)
+    line = _explain_line(*_arguments(op, input_shape, filter_shape, strides, padding, data_format, dilations, dtype,
+                                     explicit_paddings))
     if line.startswith("error:"):
         raise _error(line[len("error:"):].strip())
     return _from_line(line)

@@ -258,33 +258,37 @@ extern "C" __attribute__((visibility("default"))) int TfOpsExactMode() {
 // The plan the CPU kernels would run for one call, for tf_ops.explain() (through ctypes):
 // direction 0 forward, 1 backprop input, 2 backprop filter; dtype 0 half, 1 bfloat16, 2 float,
 // 3 double, 4 int32; sizes: batch, in_rows, in_cols, in_depth, filter_rows, filter_cols,
-// filter_in_depth, out_depth; attrs: stride_rows, stride_cols, dilation_rows, dilation_cols,
-// padding (0 VALID, 1 SAME, 2 EXPLICIT), pad_top, pad_bottom, pad_left, pad_right. Writes the
-// plan's line (tf_ops::cpu::ExplainCpuCall), or "error: " and what is wrong, into out
-// (NUL-terminated, cut to out_size - 1 characters); returns the whole line's length.
-extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplainCpu(int direction, int dtype, int nchw,
-                                                                          const int64_t* sizes,
-                                                                          const int64_t* attrs, char* out,
-                                                                          int64_t out_size) {
+// filter_in_depth, out_depth; the attributes as the op takes them (strides and dilations 4
+// values each, explicit_paddings `paddings` values), checked as its kernels check them
+// (CheckAttrs). Writes the plan's line (tf_ops::cpu::ExplainCpuCall), or "error: " and what is
+// wrong, into out (NUL-terminated, cut to out_size - 1 characters); returns the whole line's
+// length.
+extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplainCpu(
+    int direction, int dtype, const char* data_format, const char* padding, const int64_t* sizes,
+    const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings, int64_t paddings,
+    char* out, int64_t out_size) {
   std::string line;
-  tf_ops::ConvAttrs a;
-  a.stride_rows = attrs[0], a.stride_cols = attrs[1], a.dilation_rows = attrs[2], a.dilation_cols = attrs[3];
-  a.pad_top = attrs[5], a.pad_bottom = attrs[6], a.pad_left = attrs[7], a.pad_right = attrs[8];
-  a.padding = attrs[4] == 0 ? tf_ops::Padding::kValid : attrs[4] == 1 ? tf_ops::Padding::kSame
-                                                                      : tf_ops::Padding::kExplicit;
-  tf_ops::ConvGeometry g;
   if (direction < 0 || direction > 2) {
     line = "error: direction " + std::to_string(direction) + " is not 0, 1 or 2";
   } else if (dtype < 0 || dtype > 4) {
     line = "error: dtype " + std::to_string(dtype) + " is not 0 to 4";
-  } else if (attrs[4] < 0 || attrs[4] > 2) {
-    line = "error: padding " + std::to_string(attrs[4]) + " is not 0, 1 or 2";
+  } else if (paddings < 0) {
+    line = "error: " + std::to_string(paddings) + " explicit paddings";
   } else {
-    const std::string error = tf_ops::MakeConvGeometry(sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5],
-                                                       sizes[6], sizes[7], a, &g);
-    line = !error.empty() ? "error: " + error
-                          : tf_ops::cpu::ExplainCpuCall(direction, dtype, g,
-                                                        nchw ? tf_ops::Layout::kNCHW : tf_ops::Layout::kNHWC);
+    const tf_ops::OpSpec& spec = direction == 0   ? tf_ops::kConv2D
+                                 : direction == 1 ? tf_ops::kConv2DBackpropInput
+                                                  : tf_ops::kConv2DBackpropFilter;
+    tf_ops::ParsedAttrs attrs;
+    const absl::Status status = tf_ops::CheckAttrs(
+        spec, data_format, padding, std::vector<int64_t>(strides, strides + 4),
+        std::vector<int64_t>(dilations, dilations + 4),
+        std::vector<int64_t>(explicit_paddings, explicit_paddings + paddings), &attrs);
+    tf_ops::ConvGeometry g;
+    const std::string error =
+        !status.ok() ? std::string(status.message())
+                     : tf_ops::MakeConvGeometry(sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6],
+                                                sizes[7], attrs.conv, &g);
+    line = !error.empty() ? "error: " + error : tf_ops::cpu::ExplainCpuCall(direction, dtype, g, attrs.layout);
   }
   if (out_size > 0) {
     const size_t n = std::min<size_t>(line.size(), static_cast<size_t>(out_size - 1));

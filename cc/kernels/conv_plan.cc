@@ -49,7 +49,12 @@ absl::Status ParseAttrs(OpKernelConstruction* ctx, const OpSpec& spec, ParsedAtt
   TF_RETURN_IF_ERROR(ctx->GetAttr("strides", &strides));
   TF_RETURN_IF_ERROR(ctx->GetAttr("dilations", &dilations));
   TF_RETURN_IF_ERROR(ctx->GetAttr("explicit_paddings", &explicit_paddings));
+  return CheckAttrs(spec, format, padding, strides, dilations, explicit_paddings, out);
+}
 
+absl::Status CheckAttrs(const OpSpec& spec, const std::string& format, const std::string& padding,
+                        const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                        const std::vector<int64_t>& explicit_paddings, ParsedAttrs* out) {
   if (format == "NHWC") {
     out->layout = Layout::kNHWC;
     out->row_dim = 1, out->col_dim = 2, out->depth_dim = 3;

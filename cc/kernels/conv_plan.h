@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "cc/core/conv_geometry.h"
@@ -74,6 +75,12 @@ struct ParsedAttrs {
 };
 
 absl::Status ParseAttrs(::tensorflow::OpKernelConstruction* ctx, const OpSpec& spec, ParsedAttrs* out);
+
+// ParseAttrs's checks of the attributes' values (data_format, padding, strides, dilations,
+// explicit_paddings), also for tf_ops.explain.
+absl::Status CheckAttrs(const OpSpec& spec, const std::string& format, const std::string& padding,
+                        const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                        const std::vector<int64_t>& explicit_paddings, ParsedAttrs* out);
 
 // The op's inputs as a kernel sees them: their shapes, in input order, and the value of the
 // sizes vector (input 0 of the V1 backprop-input ops, input 1 of the V1 backprop-filter ops).
