@@ -136,7 +136,7 @@ std::vector<int64_t> Range(int64_t lo, int64_t hi) {
 
 using Add = std::function<void(Spec)>;
 
-// Channel counts against the GEMM tile widths (16, 32, 64 columns; their remainders and
+// Channel counts against the GEMM tile widths (16, 32, 48, 64 columns; their remainders and
 // multiples), the merged filter columns of backprop input (filter in-depth <= 8) and of the
 // filter gradient (in-depth < 2 tile rows), the banded test (reduction x width <= 1024;
 // odd reductions merged over a filter row's taps straddle bfloat16 pairs across taps):
@@ -200,8 +200,8 @@ void ColumnsMergedSpace(const Add& add) {
   }
 }
 
-// Spatial decisions, for each GEMM tile width (channel pairs picking 16, 32 and 64 columns in
-// each direction, and merged filter columns) and, forward, short tiles (banded, at every
+// Spatial decisions, for each GEMM tile width (channel pairs picking 16, 32, 48 and 64 columns
+// in each direction, and merged filter columns) and, forward, short tiles (banded, at every
 // stride: whole tiles per row, written in place where the column block is whole ({3, 64}),
 // and left-over pixels) and long ones (indirect, {72, 20}):
 // along the columns, every row length 1..28
@@ -211,7 +211,7 @@ void ColumnsMergedSpace(const Add& add) {
 // padding (band heights and the rows each reads), at batch 1 and 17 (band splits); 1x1
 // filters at stride 1 over every pixel count 1..40 of a batch of 1..3 (one affine run).
 void SpatialSpace(const Add& add) {
-  const int64_t channels[][2] = {{2, 3}, {12, 17}, {5, 50}, {50, 4}, {72, 20}, {3, 64}};
+  const int64_t channels[][2] = {{2, 3}, {12, 17}, {5, 50}, {50, 4}, {72, 20}, {3, 64}, {40, 45}};
   for (const auto& ch : channels) {
     for (int64_t kw : Range(1, 5)) {
       for (int64_t sw : Range(1, 4)) {
@@ -258,7 +258,7 @@ void SpatialSpace(const Add& add) {
 // boundary separates banded passes whose filter-row taps merge from those whose do not.
 void ChunkSpace(const Add& add) {
   for (int64_t f : {3, 5, 7, 9, 11, 14}) {
-    for (int64_t nb : {16, 32, 64}) {
+    for (int64_t nb : {16, 32, 48, 64}) {
       for (int64_t row_floats : {nb, nb / 2}) {
         const int64_t bound = 196608 / (f * f * row_floats);
         for (int64_t src : {bound - 1, bound, bound + 1, bound + 2, 2 * bound + 1}) {
@@ -369,10 +369,13 @@ void WinogradSpace(const Add& add) {
   }
   // A unit's transformed filter past 256 Ki floats (streamed: blocks of 48 tiles, fetched
   // ahead), where the transformed source is larger (else fused): 128 -> 96 on 99 tiles, the
-  // last block padded, in column halves of 3 column blocks (one and two) while blocks are
-  // fewer than 16; 769 images of one tile, 17 blocks, whole; channels whose 48 tiles pass 512
-  // Ki floats (blocks of 36); a group's own filter streamed, and every group's together.
+  // last block padded, in column halves of 3 column blocks (one and two; with a 48-column
+  // tile, two blocks, one each) while blocks are fewer than 16, and 256 -> 32 (one block of
+  // the 32-column tile); 769 images of one tile, 17 blocks, whole; channels whose 48 tiles
+  // pass 512 Ki floats (blocks of 36); a group's own filter streamed, and every group's
+  // together.
   add({"winograd streamed", 11, 10, 9, 128, 3, 3, 128, 96, same, Layout::kNHWC, kAll});
+  add({"winograd streamed", 11, 10, 9, 256, 3, 3, 256, 32, same, Layout::kNHWC, kForward});
   add({"winograd streamed", 769, 4, 4, 96, 3, 3, 96, 80, same, Layout::kNHWC, kForward | kInput});
   add({"winograd streamed", 4, 16, 16, 400, 3, 3, 400, 48, same, Layout::kNHWC, kAll});
   add({"winograd streamed", 3, 12, 12, 256, 3, 3, 128, 256, same, Layout::kNHWC, kAll});

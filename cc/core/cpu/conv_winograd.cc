@@ -368,7 +368,7 @@ void WinogradFused(const ConvGeometry& g, const Problem& p, bool forward, const 
   constexpr int kind = KindOf<T>();
   const KernelTable& table = Kernels();
   const WinogradKernel& wk = table.winograd;
-  const GemmKernel& gk = PickGemm(p.dst_group);
+  const GemmKernel& gk = PickGemm(p.dst_group, kElemF32);  // float GEMMs of transformed values
   const int mr = gk.mr, nb = gk.nb;
   const int64_t Cs = p.src_group, Cd = p.dst_group, blocks = CeilDiv(Cd, nb);
   Note(Path::kWinogradFused);
@@ -466,7 +466,7 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   const Problem p = MakeProblem(g, forward);
   const KernelTable& table = Kernels();
   const WinogradKernel& wk = table.winograd;
-  const GemmKernel& gk = PickGemm(p.dst_group);
+  const GemmKernel& gk = PickGemm(p.dst_group, kElemF32);  // float GEMMs of transformed values
   const int mr = gk.mr, nb = gk.nb;
   const int64_t G = p.groups, Cs = p.src_group, Cd = p.dst_group;
   const int64_t blocks = CeilDiv(Cd, nb);
@@ -576,7 +576,7 @@ constexpr int64_t kSliceBlockFloats = int64_t{256} << 10;
 // The sides of the filter gradient's sums for one group and point: in-depth rounded up to
 // whole micro-kernel rows (cp), out-depth per group to whole columns (kgp).
 struct SumsSides {
-  explicit SumsSides(const ConvGeometry& g) : gk(PickGemm(g.out_depth_per_group())) {
+  explicit SumsSides(const ConvGeometry& g) : gk(PickGemm(g.out_depth_per_group(), kElemF32)) {
     cp = CeilDiv(g.filter_in_depth, gk.strided[0].mr) * gk.strided[0].mr;
     kgp = CeilDiv(g.out_depth_per_group(), gk.nb) * gk.nb;
   }
@@ -913,7 +913,7 @@ void WinogradFilter<T>::Finish() {
 
 WinogradCosts WinogradPassCosts(const ConvGeometry& g, bool forward, int64_t element_size) {
   const Problem p = MakeProblem(g, forward);
-  const GemmKernel& gk = PickGemm(p.dst_group);
+  const GemmKernel& gk = PickGemm(p.dst_group, kElemF32);  // float GEMMs of transformed values
   const int64_t blocks = CeilDiv(p.dst_group, gk.nb);
   WinogradCosts c;
   if (Fused(g, forward)) {

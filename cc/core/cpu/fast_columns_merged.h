@@ -57,7 +57,7 @@ struct ColumnsMergedPlan {
 inline ColumnsMergedPlan PlanColumnsMerged(const ConvGeometry& g, int kind) {
   ColumnsMergedPlan p;
   const int64_t columns = g.filter_cols * g.filter_in_depth;
-  const GemmKernel& gk = PickGemm(columns);
+  const GemmKernel& gk = PickGemm(columns, kind);
   const GemmKernel& kernels = GemmFor(gk, kind);
   p.gemm = static_cast<int>(&gk - Kernels().gemm);
   p.pairs = &kernels != &gk;

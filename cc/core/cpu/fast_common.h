@@ -333,13 +333,18 @@ inline const GemmKernel& GemmFor(const GemmKernel& gk, int kind) {
   return table.gemm_bf16_pairs[&gk - table.gemm];
 }
 
-// The gemm micro-kernel whose column width wastes the fewest lanes on `columns` (ties go
-// to the wider one).
-inline const GemmKernel& PickGemm(int64_t columns) {
+// The gemm micro-kernel whose column width wastes the fewest lanes on `columns`, for
+// operands of element kind `kind`; ties go to the wider one (more columns per loaded pixel),
+// and between equal widths to the first. bfloat16 on the pair kernels (GemmFor) has no
+// 48-column tile (kPairTiles).
+inline const GemmKernel& PickGemm(int64_t columns, int kind) {
   const KernelTable& table = Kernels();
+  const int tiles = kind == kElemBF16 && table.gemm_bf16_pairs != nullptr ? kPairTiles : kGemmTiles;
   const GemmKernel* best = &table.gemm[0];
-  for (const GemmKernel& k : table.gemm) {
-    if (CeilDiv(columns, k.nb) * k.nb <= CeilDiv(columns, best->nb) * best->nb) best = &k;
+  for (int i = 1; i < tiles; ++i) {
+    const GemmKernel& k = table.gemm[i];
+    const int64_t padded = CeilDiv(columns, k.nb) * k.nb, best_padded = CeilDiv(columns, best->nb) * best->nb;
+    if (padded < best_padded || (padded == best_padded && k.nb > best->nb)) best = &k;
   }
   return *best;
 }

@@ -213,11 +213,16 @@ struct DepthwiseKernel {
   DepthwiseRowFn row[kDepthwiseRowMults][kDepthwiseRowCols][kElemKinds];
 };
 
+// Entries of a table's gemm[], and of its bfloat16 pair table (gemm[0..2]'s widths: the pair
+// kernels have no 48-column tile).
+inline constexpr int kGemmTiles = 4;
+inline constexpr int kPairTiles = 3;
+
 struct KernelTable {
   const char* isa;
-  // By column block width: gemm[0] has nb 16, gemm[1] nb 32, gemm[2] nb 64 (or, where an
-  // instruction set lacks the registers for a width, the next narrower one).
-  GemmKernel gemm[3];
+  // By column block width: gemm[0] has nb 16, gemm[1] nb 32, gemm[2] nb 64, gemm[3] nb 48 (or,
+  // where an instruction set lacks the registers for a width, the next narrower one).
+  GemmKernel gemm[kGemmTiles];
   // Likewise for depthwise: dw[0] nb 16, dw[1] nb 32, dw[2] nb 64 (or narrower).
   DepthwiseKernel dw[3];
   TransposeFn transpose32, transpose16;
@@ -257,12 +262,12 @@ void ForEachKernel(const KernelTable& t, Fn fn) {
     fn(strided, i, -1, k.strided[0].fn), fn(tall, i, -1, k.strided[1].fn);
     fn(shifted, i, -1, k.shifted), fn(shifted_rows, i, -1, k.shifted_rows);
   };
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kGemmTiles; ++i) {
     gemm("gemm.indirect", "gemm.affine", "gemm.affine_narrow", "gemm.affine_ahead",
          "gemm.indirect_in_place", "gemm.affine_in_place", "gemm.strided", "gemm.strided_tall",
          "gemm.shifted", "gemm.shifted_rows", i, t.gemm[i]);
   }
-  for (int i = 0; t.gemm_bf16_pairs != nullptr && i < 3; ++i) {
+  for (int i = 0; t.gemm_bf16_pairs != nullptr && i < kPairTiles; ++i) {
     gemm("pairs.indirect", "pairs.affine", "pairs.affine_narrow", "pairs.affine_ahead",
          "pairs.indirect_in_place", "pairs.affine_in_place", "pairs.strided", "pairs.strided_tall",
          "pairs.shifted", "pairs.shifted_rows", i, t.gemm_bf16_pairs[i]);
@@ -299,7 +304,7 @@ static_assert(sizeof(DepthwiseKernel) ==
               "a new DepthwiseKernel member: list it in ForEachKernel");
 static_assert(sizeof(WinogradKernel) == (3 * kElemKinds + 2) * sizeof(void*),
               "a new WinogradKernel member: list it in ForEachKernel");
-static_assert(sizeof(KernelTable) == sizeof(const char*) + 3 * sizeof(GemmKernel) +
+static_assert(sizeof(KernelTable) == sizeof(const char*) + kGemmTiles * sizeof(GemmKernel) +
                                          3 * sizeof(DepthwiseKernel) +
                                          (4 + 2 * kElemKinds + 1) * sizeof(void*) +
                                          sizeof(WinogradKernel),

@@ -4,7 +4,7 @@
 #define TF_OPS_ISA_NAME "avx512"
 #define TF_OPS_TABLE_FN Avx512Kernels
 #define TF_OPS_GEMM_TILES TF_OPS_GEMM_ENTRY(14, 1, 24), TF_OPS_GEMM_ENTRY(12, 2, 0), \
-  TF_OPS_GEMM_ENTRY(6, 4, 0)
+  TF_OPS_GEMM_ENTRY(6, 4, 0), TF_OPS_GEMM_ENTRY(8, 3, 0)
 #define TF_OPS_DW_TILES TF_OPS_DW_ENTRY(12, 1), TF_OPS_DW_ENTRY(12, 2), TF_OPS_DW_ENTRY(6, 4)
 #define TF_OPS_DW_ROWS 1
 #include "cc/core/cpu/microkernels.inc"

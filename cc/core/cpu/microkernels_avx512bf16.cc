@@ -769,7 +769,7 @@ GemmKernel MakeAmx() {
 // The same tile shapes (and taller strided kernels) as the AVX-512 table's gemm entries.
 const GemmKernel* Avx512Bf16GemmKernels() {
   static const GemmKernel* const kernels = [] {
-    static GemmKernel k[3] = {MakeDot<14, 1, 24>(), MakeDot<12, 2, 0>(), MakeDot<6, 4, 0>()};
+    static GemmKernel k[kPairTiles] = {MakeDot<14, 1, 24>(), MakeDot<12, 2, 0>(), MakeDot<6, 4, 0>()};
     // Its blocks do not depend on the column width: the first entry alone (GemmFor's of
     // gemm[0], which the filter tiles take).
     k[0].shifted_rows = DotShiftedRows;
@@ -779,7 +779,7 @@ const GemmKernel* Avx512Bf16GemmKernels() {
 }
 
 const GemmKernel* AmxBf16GemmKernels() {
-  static const GemmKernel kernels[3] = {MakeAmx<14, 1>(), MakeAmx<12, 2>(), MakeAmx<6, 4>()};
+  static const GemmKernel kernels[kPairTiles] = {MakeAmx<14, 1>(), MakeAmx<12, 2>(), MakeAmx<6, 4>()};
   return kernels;
 }
 

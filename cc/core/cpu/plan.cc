@@ -237,7 +237,7 @@ GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind) {
   // source channels of the group for every tap.
   p.dst_group = forward ? g.out_depth_per_group() : g.filter_in_depth;
   p.src_group = forward ? g.filter_in_depth : g.out_depth_per_group();
-  const GemmKernel& gk = PickGemm(p.dst_group);
+  const GemmKernel& gk = PickGemm(p.dst_group, kind);
   p.gemm = static_cast<int>(&gk - Kernels().gemm);
   const GemmKernel& kernels = GemmFor(gk, kind);
   p.pairs = &kernels != &gk;
@@ -351,7 +351,7 @@ void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
   const bool tiles = kind == kElemBF16 && !depthwise && FilterTilesApply(g);
   const bool winograd =
       !exact && !depthwise && !tiles && WithKind(kind, [&](auto t) { return WinogradFilterApplies<decltype(t)>(g); });
-  const GemmKernel& gk = PickGemm(g.out_depth_per_group());
+  const GemmKernel& gk = PickGemm(g.out_depth_per_group(), kind);
   plan->filter_gemm = static_cast<int>(&gk - Kernels().gemm);
   plan->winograd = winograd;
   if (depthwise) {
