@@ -533,6 +533,73 @@ VERBOSE_CASES = [
 ]
 
 
+class GpuExplainTest(tf.test.TestCase):
+    """explain(device="gpu"): the launches of the CUDA kernels (conv_gpu_plan.h), checked against
+    sizes worked out here; a build without CUDA refuses it."""
+
+    def setUp(self):
+        super().setUp()
+        self.cuda = _explain._library_function("TfOpsExplainGpu") is not None
+
+    def test_build_without_cuda_refuses(self):
+        if self.cuda:
+            self.assertIsNotNone(_explain._gpu_function())
+            return
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "built without CUDA"):
+            tf_ops.explain("conv2d", [1, 8, 8, 4], [3, 3, 4, 4], device="gpu")
+
+    def test_device_is_cpu_or_gpu(self):
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "device='tpu'"):
+            tf_ops.explain("conv2d", [1, 8, 8, 4], [3, 3, 4, 4], device="tpu")
+
+    def test_launches(self):
+        if not self.cuda:
+            self.skipTest("a build without CUDA (test_build_without_cuda_refuses checks its refusal)")
+
+        def ceil(a, b):
+            return -(-a // b)
+
+        vgg = dict(input_shape=[8, 56, 56, 64], filter_shape=[3, 3, 64, 64], padding="SAME")
+        m = 8 * 56 * 56  # output pixels: one GEMM row each, 64 x 64 tiles
+        cases = [
+            # (op, kwargs, algorithm, work units, launches, slices, workspace bytes)
+            ("conv2d", dict(vgg), "gpu_gemm", ceil(m, 64), 1, 1, 0),
+            # Tensor cores: 128 threads a tile, so the 576-long reduction takes 2 slices to near
+            # 512 x 256 threads.
+            ("conv2d", dict(vgg, dtype=tf.float16), "gpu_mma", 2 * ceil(m, 64), 1, 2, 2 * m * 64 * 4),
+            # Depthwise, one output column a group: the direct kernel, a thread an output.
+            ("depthwise_conv2d_native", dict(vgg, filter_shape=[3, 3, 64, 1]), "gpu_direct", ceil(m * 64, 256),
+             1, 1, 0),
+            # Stride 2: a launch per residue class of input rows and columns.
+            ("conv2d_backprop_input", dict(vgg, strides=2), "gpu_gemm", 4 * ceil(8 * 28 * 28, 64), 4, 1, 0),
+            # A long reduction (32 x 56 x 56 output pixels) over 9 tiles of 576 x 64: in 56 slices
+            # (up to 512 x 256 threads), their float sums in the workspace.
+            ("conv2d_backprop_filter", dict(vgg, input_shape=[32, 56, 56, 64]), "gpu_gemm", 9 * 56, 1, 56,
+             56 * 576 * 64 * 4),
+        ]
+        for op, kwargs, algorithm, units, launches, slices, workspace in cases:
+            with self.subTest(op=op, **{k: str(v) for k, v in kwargs.items()}):
+                plan = tf_ops.explain(op, device="gpu", **kwargs)
+                self.assertEqual((plan.device, plan.isa, plan.accuracy), ("gpu", "cuda", "direct"))
+                self.assertEqual(plan.algorithm, algorithm)
+                self.assertIn(plan.algorithm, _explain.GPU_ALGORITHMS)
+                self.assertEqual(plan.work_units, units)
+                self.assertEqual(plan.blocking["launches"], str(launches))
+                self.assertEqual(plan.blocking["slices"], str(slices))
+                self.assertEqual(plan.workspace_bytes, workspace)
+        # An empty batch: no launch.
+        plan = tf_ops.explain("conv2d", [0, 8, 8, 4], [3, 3, 4, 4], device="gpu")
+        self.assertEqual((plan.algorithm, plan.work_units), ("gpu_zero", 0))
+        # The command line takes --device.
+        from tf_ops import __main__ as cli
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = cli.main(["explain", "conv2d", "--input", "8,56,56,64", "--filter", "3,3,64,64", "--padding",
+                               "SAME", "--device", "gpu"])
+        self.assertEqual(status, 0)
+        self.assertIn("gpu_gemm", out.getvalue())
+
+
 class VerboseTest(tf.test.TestCase):
     """TF_OPS_VERBOSE=1: each CPU op call prints the plan it ran, which is explain's."""
 

@@ -1,9 +1,11 @@
-"""tf_ops.explain: the plan the CPU kernels would run for one call of an op, without running it.
+"""tf_ops.explain: the plan the CPU kernels (or, in a build with CUDA, the GPU kernels) would run
+for one call of an op, without running it.
 
-The plan comes from the op library (TfOpsExplainCpu), which decides it as a call of the op
-would now: for this processor's instruction set and the current exact mode. The same fields
-make up the line that every CPU op call prints to stderr when TF_OPS_VERBOSE=1, so a plan
-can be checked against what ran (_from_line reads either line).
+The plan comes from the op library (TfOpsExplainCpu, TfOpsExplainGpu), which decides it as a
+call of the op would now: for this processor's instruction set and the current exact mode; on
+the GPU, the launches the CUDA kernels make. The same fields make up the line that every CPU op
+call prints to stderr when TF_OPS_VERBOSE=1, so a plan can be checked against what ran
+(_from_line reads either line).
 """
 import argparse
 import ctypes
@@ -52,6 +54,9 @@ ALGORITHMS = (
     "depthwise_rows", "pointwise", "banded", "banded_merged", "indirect", "indirect_bordered",
     "filter_gemm", "filter_tiles", "filter_depthwise", "filter_winograd",
 )
+# The GPU's: the tiled GEMM on CUDA cores or on tensor cores (half, bfloat16), the direct kernel
+# (one thread an output, for groups of few output columns), or no launch (an empty tensor).
+GPU_ALGORITHMS = ("gpu_gemm", "gpu_mma", "gpu_direct", "gpu_zero")
 
 _BUFFER_SIZE = 4096
 
@@ -76,21 +81,23 @@ class _ReadOnlyDict(dict):
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """What the CPU kernels run for one call of an op (tf_ops.explain), or ran (a
+    """What the CPU or GPU kernels run for one call of an op (tf_ops.explain), or ran (a
     TF_OPS_VERBOSE line).
 
-    algorithm: the pass, one of ALGORITHMS ("direct": the direct sums).
+    algorithm: the pass, one of ALGORITHMS ("direct": the direct sums), or on the GPU one of
+        GPU_ALGORITHMS.
     inner_pass: the pass it runs inside, for one that runs another (space_to_depth runs banded
         or indirect over its copy), else None.
     direction: "forward", "backprop_input" or "backprop_filter".
     dtype: the element type ("float16", "bfloat16", "float32", "float64", "int32").
     layout: "NHWC" or "NCHW".
-    isa: the instruction set of the micro-kernels (tf_ops.cpu_kernel_isa()).
+    isa: the instruction set of the micro-kernels (tf_ops.cpu_kernel_isa()); "cuda" on the GPU.
     accuracy: "direct" (every result a direct sum) or "winograd" (within Winograd's bound).
     workspace_bytes: the memory the call takes beyond its inputs and output.
-    work_units: the pieces of work the call splits into for the thread pool.
+    work_units: the pieces of work the call splits into for the thread pool (on the GPU: thread
+        blocks, every launch's).
     blocking: the pass's tiling and blocking choices, name to value (may be empty).
-    device: "cpu".
+    device: "cpu" or "gpu".
     """
     algorithm: str
     inner_pass: Optional[str]
@@ -251,34 +258,48 @@ def _attrs(strides, dilations, padding, explicit_paddings, data_format):
     return strides, dilations, padding, _dims(given, "explicit_paddings")
 
 
-_FUNCTION = None
+_FUNCTIONS_LOADED = {}
+
+
+def _library_function(name):
+    """The op library's function `name` (TfOpsExplainCpu or TfOpsExplainGpu) through ctypes, or
+    None where the library has none (TfOpsExplainGpu in a build without CUDA)."""
+    if name not in _FUNCTIONS_LOADED:
+        _loader.load_library()
+        fn = getattr(ctypes.CDLL(_loader.library_path()), name, None)
+        if fn is not None:
+            fn.restype = ctypes.c_int64
+            fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                           ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
+                           ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
+                           ctypes.c_char_p, ctypes.c_int64]
+        _FUNCTIONS_LOADED[name] = fn
+    return _FUNCTIONS_LOADED[name]
 
 
 def _cpu_function():
-    """TfOpsExplainCpu of the loaded op library, through ctypes."""
-    global _FUNCTION
-    if _FUNCTION is None:
-        _loader.load_library()
+    """TfOpsExplainCpu of the loaded op library."""
+    fn = _library_function("TfOpsExplainCpu")
+    if fn is None:
         path = _loader.library_path()
-        try:
-            fn = ctypes.CDLL(path).TfOpsExplainCpu
-        except AttributeError:
-            raise RuntimeError(
-                f"tf_ops: the op library {path} has no TfOpsExplainCpu: it was built from an older "
-                f"source than this package. Rebuild it with: {_loader._rebuild_command(_loader.build_info())}"
-            ) from None
-        fn.restype = ctypes.c_int64
-        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
-                       ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
-                       ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
-                       ctypes.c_char_p, ctypes.c_int64]
-        _FUNCTION = fn
-    return _FUNCTION
+        raise RuntimeError(
+            f"tf_ops: the op library {path} has no TfOpsExplainCpu: it was built from an older "
+            f"source than this package. Rebuild it with: {_loader._rebuild_command(_loader.build_info())}")
+    return fn
 
 
-def _explain_line(direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings):
-    """The line TfOpsExplainCpu writes for these arguments (the whole line, however long)."""
-    fn = _cpu_function()
+def _gpu_function():
+    """TfOpsExplainGpu of the loaded op library (built with CUDA)."""
+    fn = _library_function("TfOpsExplainGpu")
+    if fn is None:
+        raise _error("explain: device='gpu', but this tf_ops build has no GPU kernels (built without CUDA)")
+    return fn
+
+
+def _explain_line(device, direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings):
+    """The line TfOpsExplainCpu (device "cpu") or TfOpsExplainGpu ("gpu") writes for these
+    arguments (the whole line, however long)."""
+    fn = _gpu_function() if device == "gpu" else _cpu_function()
 
     def int64s(values):
         return (ctypes.c_int64 * max(1, len(values)))(*values)
@@ -331,9 +352,10 @@ def _arguments(op, input_shape, filter_shape, strides, padding, data_format, dil
 
 
 def explain(op, input_shape, filter_shape, strides=1, padding="VALID", data_format="NHWC", dilations=1,
-            dtype=tf.float32, explicit_paddings=None):
+            dtype=tf.float32, explicit_paddings=None, device="cpu"):
     """The plan tf_ops' CPU kernels would run for one call of `op`, now (this processor's
-    instruction set, the current exact mode), without running it: a tf_ops.Plan.
+    instruction set, the current exact mode), without running it: a tf_ops.Plan. With
+    device="gpu" (a build with CUDA), the launches of the GPU kernels instead.
 
     op: TensorFlow's op name ("Conv2D", "Conv2DBackpropInput", ..., also with the "TfOps>"
         prefix) or the package's function, or its name ("conv2d", "conv2d_transpose", ...).
@@ -349,8 +371,10 @@ def explain(op, input_shape, filter_shape, strides=1, padding="VALID", data_form
     Raises tf.errors.InvalidArgumentError, naming the value, for arguments the op would
     reject.
     """
-    line = _explain_line(*_arguments(op, input_shape, filter_shape, strides, padding, data_format, dilations, dtype,
-                                     explicit_paddings))
+    if device not in ("cpu", "gpu"):
+        raise _error(f"explain: device must be 'cpu' or 'gpu', got device={device!r}")
+    line = _explain_line(device, *_arguments(op, input_shape, filter_shape, strides, padding, data_format, dilations,
+                                             dtype, explicit_paddings))
     if line.startswith("error:"):
         raise _error(line[len("error:"):].strip())
     return _from_line(line)
@@ -370,7 +394,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m tf_ops explain",
         description="The plan tf_ops' CPU kernels would run for one call of an op, on this processor "
-                    "and in the current exact mode (TF_OPS_EXACT=1: exact mode), without running it.")
+                    "and in the current exact mode (TF_OPS_EXACT=1: exact mode), without running it; with "
+                    "--device gpu, the GPU kernels' launches (a build with CUDA).")
     parser.add_argument("op", help="TensorFlow's op name (Conv2D, Conv2DBackpropInput, ...) or the function's "
                                    "(conv2d, conv2d_transpose, ...)")
     parser.add_argument("--input", required=True, type=_int_list, metavar="N,H,W,C",
@@ -385,11 +410,12 @@ def main(argv=None):
                         help="with --padding EXPLICIT: TensorFlow's 8 values, in --data-format order")
     parser.add_argument("--data-format", default="NHWC", help="NHWC (default) or NCHW")
     parser.add_argument("--dtype", default="float32", help="float16, bfloat16, float32 (default), float64 or int32")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or gpu")
     args = parser.parse_args(argv)
     try:
         plan = explain(args.op, args.input, args.filter, strides=args.strides, padding=args.padding,
                        data_format=args.data_format, dilations=args.dilations, dtype=args.dtype,
-                       explicit_paddings=args.explicit_paddings)
+                       explicit_paddings=args.explicit_paddings, device=args.device)
     except tf.errors.InvalidArgumentError as e:
         print(f"python -m tf_ops explain: {e.message}", file=sys.stderr)
         return 2

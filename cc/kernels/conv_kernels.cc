@@ -24,6 +24,7 @@
 #include <cstdio>
 
 #include "cc/core/gpu/conv_gpu.h"
+#include "cc/core/gpu/gpu_explain.h"
 #include "cc/core/gpu/gpu_support.h"
 #include "xla/stream_executor/stream.h"
 #endif
@@ -255,6 +256,45 @@ extern "C" __attribute__((visibility("default"))) int TfOpsExactMode() {
   return tf_ops::cpu::ExactMode() ? 1 : 0;
 }
 
+namespace {
+
+// The line of TfOpsExplainCpu and TfOpsExplainGpu: `describe`'s of the call's geometry and
+// layout, or "error: " and what is wrong with the arguments.
+std::string ExplainLine(int direction, int dtype, const char* data_format, const char* padding, const int64_t* sizes,
+                        const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings,
+                        int64_t paddings,
+                        const std::function<std::string(const tf_ops::ConvGeometry&, tf_ops::Layout)>& describe) {
+  if (direction < 0 || direction > 2) return "error: direction " + std::to_string(direction) + " is not 0, 1 or 2";
+  if (dtype < 0 || dtype > 4) return "error: dtype " + std::to_string(dtype) + " is not 0 to 4";
+  if (paddings < 0) return "error: " + std::to_string(paddings) + " explicit paddings";
+  const tf_ops::OpSpec& spec = direction == 0   ? tf_ops::kConv2D
+                               : direction == 1 ? tf_ops::kConv2DBackpropInput
+                                                : tf_ops::kConv2DBackpropFilter;
+  tf_ops::ParsedAttrs attrs;
+  const absl::Status status = tf_ops::CheckAttrs(
+      spec, data_format, padding, std::vector<int64_t>(strides, strides + 4),
+      std::vector<int64_t>(dilations, dilations + 4),
+      std::vector<int64_t>(explicit_paddings, explicit_paddings + paddings), &attrs);
+  if (!status.ok()) return "error: " + std::string(status.message());
+  tf_ops::ConvGeometry g;
+  const std::string error = tf_ops::MakeConvGeometry(sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5],
+                                                     sizes[6], sizes[7], attrs.conv, &g);
+  return error.empty() ? describe(g, attrs.layout) : "error: " + error;
+}
+
+// Writes `line` into out (NUL-terminated, cut to out_size - 1 characters); returns its whole
+// length.
+int64_t WriteLine(const std::string& line, char* out, int64_t out_size) {
+  if (out_size > 0) {
+    const size_t n = std::min<size_t>(line.size(), static_cast<size_t>(out_size - 1));
+    std::copy(line.begin(), line.begin() + n, out);
+    out[n] = '\0';
+  }
+  return static_cast<int64_t>(line.size());
+}
+
+}  // namespace
+
 // The plan the CPU kernels would run for one call, for tf_ops.explain() (through ctypes):
 // direction 0 forward, 1 backprop input, 2 backprop filter; dtype 0 half, 1 bfloat16, 2 float,
 // 3 double, 4 int32; sizes: batch, in_rows, in_cols, in_depth, filter_rows, filter_cols,
@@ -267,36 +307,28 @@ extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplainCpu(
     int direction, int dtype, const char* data_format, const char* padding, const int64_t* sizes,
     const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings, int64_t paddings,
     char* out, int64_t out_size) {
-  std::string line;
-  if (direction < 0 || direction > 2) {
-    line = "error: direction " + std::to_string(direction) + " is not 0, 1 or 2";
-  } else if (dtype < 0 || dtype > 4) {
-    line = "error: dtype " + std::to_string(dtype) + " is not 0 to 4";
-  } else if (paddings < 0) {
-    line = "error: " + std::to_string(paddings) + " explicit paddings";
-  } else {
-    const tf_ops::OpSpec& spec = direction == 0   ? tf_ops::kConv2D
-                                 : direction == 1 ? tf_ops::kConv2DBackpropInput
-                                                  : tf_ops::kConv2DBackpropFilter;
-    tf_ops::ParsedAttrs attrs;
-    const absl::Status status = tf_ops::CheckAttrs(
-        spec, data_format, padding, std::vector<int64_t>(strides, strides + 4),
-        std::vector<int64_t>(dilations, dilations + 4),
-        std::vector<int64_t>(explicit_paddings, explicit_paddings + paddings), &attrs);
-    tf_ops::ConvGeometry g;
-    const std::string error =
-        !status.ok() ? std::string(status.message())
-                     : tf_ops::MakeConvGeometry(sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6],
-                                                sizes[7], attrs.conv, &g);
-    line = !error.empty() ? "error: " + error : tf_ops::cpu::ExplainCpuCall(direction, dtype, g, attrs.layout);
-  }
-  if (out_size > 0) {
-    const size_t n = std::min<size_t>(line.size(), static_cast<size_t>(out_size - 1));
-    std::copy(line.begin(), line.begin() + n, out);
-    out[n] = '\0';
-  }
-  return static_cast<int64_t>(line.size());
+  const std::string line = ExplainLine(
+      direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings, paddings,
+      [&](const tf_ops::ConvGeometry& g, tf_ops::Layout layout) {
+        return tf_ops::cpu::ExplainCpuCall(direction, dtype, g, layout);
+      });
+  return WriteLine(line, out, out_size);
 }
+
+#if TF_OPS_WITH_CUDA
+// TfOpsExplainCpu's for the CUDA kernels (tf_ops::gpu::ExplainGpuCall), in a build with them.
+extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplainGpu(
+    int direction, int dtype, const char* data_format, const char* padding, const int64_t* sizes,
+    const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings, int64_t paddings,
+    char* out, int64_t out_size) {
+  const std::string line = ExplainLine(
+      direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings, paddings,
+      [&](const tf_ops::ConvGeometry& g, tf_ops::Layout layout) {
+        return tf_ops::gpu::ExplainGpuCall(direction, dtype, g, layout);
+      });
+  return WriteLine(line, out, out_size);
+}
+#endif
 
 #if TF_OPS_WITH_CUDA
 // Why the GPU kernels are not registered in this process, or "", for tf_ops.gpu_support().

@@ -634,17 +634,17 @@ std::string LaunchError(const char* kernel, cudaError_t e) {
   return std::string("tf_ops: launching the CUDA kernel ") + kernel + " failed: " + cudaGetErrorString(e);
 }
 
-// Runs `p` (its M, N, R and groups set) in the kernel `kind` as PlanLaunch plans it (its
-// reduction in slices where a workspace for their sums is had; the direct kernel splits only
-// the problems whose kDirectSlices says so), then adds the slices.
+// Runs `p` (its M, N, R and groups set) as PlanProblem plans it (its reduction in slices
+// where a workspace for their sums is had, else in one), then adds the slices.
 template <typename Problem>
-std::string Run(Problem p, bool direct, bool nchw, Stream stream, const WorkspaceFn& workspace) {
+std::string Run(Problem p, Kernel kernel, bool nchw, Stream stream, const WorkspaceFn& workspace) {
   using Acc = typename Problem::Acc;
   constexpr bool tensor_cores = kTensorCores<typename Problem::Type>;
   if (p.M <= 0 || p.N <= 0 || p.groups <= 0) return "";
-  const Kind kind = direct ? Kind::kDirect : tensor_cores ? Kind::kMma : Kind::kGemm;
   const ProblemSizes sizes{p.M, p.N, p.R, p.groups};
-  LaunchPlan plan = PlanLaunch(sizes, kind, direct && !Problem::kDirectSlices ? 1 : kTargetThreads);
+  LaunchPlan plan = PlanProblem(sizes, kernel, tensor_cores, Problem::kDirectSlices);
+  const Kind kind = plan.kind;
+  const bool direct = kind == Kind::kDirect;
   bool no_workspace = false;
   if (plan.slices > 1) {
     p.partial.data = static_cast<Acc*>(workspace ? workspace(plan.partial_elements(sizes) * sizeof(Acc)) : nullptr);
@@ -690,7 +690,7 @@ std::string Forward(const ConvGeometry& g, Layout layout, const T* x, const T* w
   p.ys = ToStrides(StridesFor(layout, g.out_rows, g.out_cols, g.out_depth));
   const ProblemSizes sizes = ForwardSizes(g);
   p.M = sizes.M, p.N = sizes.N, p.R = sizes.R, p.groups = sizes.groups;
-  return Run(p, Direct(kernel, p.N), layout == Layout::kNCHW, stream, workspace);
+  return Run(p, kernel, layout == Layout::kNCHW, stream, workspace);
 }
 
 template <typename T>
@@ -707,7 +707,7 @@ std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, cons
   for (const InputClass& c : InputClasses(g)) {
     p.class_rows = c.row, p.class_cols = c.col, p.rows = c.rows, p.cols = c.cols, p.th = c.th, p.tw = c.tw;
     p.M = c.sizes.M, p.N = c.sizes.N, p.R = c.sizes.R, p.groups = c.sizes.groups;
-    const std::string err = Run(p, Direct(kernel, p.N), layout == Layout::kNCHW, stream, workspace);
+    const std::string err = Run(p, kernel, layout == Layout::kNCHW, stream, workspace);
     if (!err.empty()) return err;
   }
   return "";
@@ -725,7 +725,7 @@ std::string BackpropFilter(const ConvGeometry& g, Layout layout, const T* x, con
   p.dys = ToStrides(StridesFor(layout, g.out_rows, g.out_cols, g.out_depth));
   const ProblemSizes sizes = FilterSizes(g);
   p.M = sizes.M, p.N = sizes.N, p.R = sizes.R, p.groups = sizes.groups;
-  return Run(p, Direct(kernel, p.N), layout == Layout::kNCHW, stream, workspace);
+  return Run(p, kernel, layout == Layout::kNCHW, stream, workspace);
 }
 
 template <template <typename> class Fn, typename... Args>

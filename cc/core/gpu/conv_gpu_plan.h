@@ -113,6 +113,16 @@ inline LaunchPlan PlanLaunch(const ProblemSizes& p, Kind kind, int64_t max_slice
   return plan;
 }
 
+// The launch of problem `p` where a workspace for its slices is had: the direct kernel where
+// `kernel` asks for it or the groups' columns are few (Direct), else the GEMM on tensor cores
+// (`tensor_cores`: half and bfloat16) or on CUDA cores; its reduction in slices, which the
+// direct kernel takes only where `direct_slices` (the filter gradient's).
+inline LaunchPlan PlanProblem(const ProblemSizes& p, Kernel kernel, bool tensor_cores, bool direct_slices) {
+  const bool direct = Direct(kernel, p.N);
+  const Kind kind = direct ? Kind::kDirect : tensor_cores ? Kind::kMma : Kind::kGemm;
+  return PlanLaunch(p, kind, direct && !direct_slices ? 1 : kTargetThreads);
+}
+
 // ---------------------------------------------------------------------------------------
 // The GEMM problems of each direction over a geometry with no empty tensor (conv_gpu.cu runs
 // exactly these, in this order):
