@@ -3,7 +3,7 @@ one a call runs (checked against the verbose line of the same call, in one fresh
 a documented algorithm, follows the mode and the geometry (Winograd, pointwise, depthwise rows,
 direct), and bad arguments raise InvalidArgumentError naming the value. The Python side
 (op names, argument forms, messages, the line format) is also checked against a stand-in for
-the library's TfOpsExplainCpu."""
+the library's TfOpsExplain."""
 import contextlib
 import ctypes
 import dataclasses
@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 import tf_ops
-from tf_ops import _explain
+from tf_ops import _explain, _loader
 
 LINE = ("algorithm=space_to_depth pass=banded direction=forward dtype=float32 layout=NHWC isa=avx2 "
         "accuracy=direct workspace_bytes=4096 work_units=12 blocking=rows:4,cols:16")
@@ -30,16 +30,16 @@ DIRECTIONS = {0: "forward", 1: "backprop_input", 2: "backprop_filter"}
 
 
 class FakeExplain:
-    """Stands in for TfOpsExplainCpu: records each call's arguments and writes `line` as the C
+    """Stands in for TfOpsExplain: records each call's arguments and writes `line` as the C
     function does (truncated to the buffer, NUL-terminated), returning its whole length."""
 
     def __init__(self, line=LINE):
         self.line = line
         self.calls = []
 
-    def __call__(self, direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings,
+    def __call__(self, device, direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings,
                  paddings, out, out_size):
-        self.calls.append(dict(direction=direction, dtype=dtype, data_format=data_format.decode(),
+        self.calls.append(dict(device=device, direction=direction, dtype=dtype, data_format=data_format.decode(),
                                padding=padding.decode(), sizes=list(sizes[:8]), strides=list(strides[:4]),
                                dilations=list(dilations[:4]), explicit_paddings=list(explicit_paddings[:paddings]),
                                out_size=out_size))
@@ -57,7 +57,7 @@ class FakeExplain:
 @contextlib.contextmanager
 def fake_library(line=LINE):
     fake = FakeExplain(line)
-    with mock.patch.object(_explain, "_cpu_function", lambda: fake):
+    with mock.patch.object(_explain, "_explain_function", lambda: fake):
         yield fake
 
 
@@ -120,7 +120,7 @@ class LineTest(tf.test.TestCase):
 
 
 class ArgumentsTest(tf.test.TestCase):
-    """What explain hands TfOpsExplainCpu, and the arguments it refuses (a stand-in library)."""
+    """What explain hands TfOpsExplain, and the arguments it refuses (a stand-in library)."""
 
     def call(self, op="Conv2D", input_shape=(2, 9, 11, 16), filter_shape=(3, 3, 16, 8), **kwargs):
         with fake_library() as fake:
@@ -539,11 +539,17 @@ class GpuExplainTest(tf.test.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.cuda = _explain._library_function("TfOpsExplainGpu") is not None
+        self.cuda = bool(_loader.build_info().get("cuda"))
+
+    def test_device_code(self):
+        with fake_library() as fake:
+            tf_ops.explain("conv2d", [1, 8, 8, 4], [3, 3, 4, 4])
+            tf_ops.explain("conv2d", [1, 8, 8, 4], [3, 3, 4, 4], device="gpu")
+        self.assertEqual([c["device"] for c in fake.calls], [0, 1])
 
     def test_build_without_cuda_refuses(self):
         if self.cuda:
-            self.assertIsNotNone(_explain._gpu_function())
+            self.assertEqual(tf_ops.explain("conv2d", [1, 8, 8, 4], [3, 3, 4, 4], device="gpu").device, "gpu")
             return
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "built without CUDA"):
             tf_ops.explain("conv2d", [1, 8, 8, 4], [3, 3, 4, 4], device="gpu")

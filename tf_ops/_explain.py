@@ -1,7 +1,7 @@
 """tf_ops.explain: the plan the CPU kernels (or, in a build with CUDA, the GPU kernels) would run
 for one call of an op, without running it.
 
-The plan comes from the op library (TfOpsExplainCpu, TfOpsExplainGpu), which decides it as a
+The plan comes from the op library (TfOpsExplain), which decides it as a
 call of the op would now: for this processor's instruction set and the current exact mode; on
 the GPU, the launches the CUDA kernels make. The same fields make up the line that every CPU op
 call prints to stderr when TF_OPS_VERBOSE=1, so a plan can be checked against what ran
@@ -46,7 +46,7 @@ _FUNCTIONS = {
     "depthwise_conv2d_backprop_filter": "DepthwiseConv2dNativeBackpropFilter",
 }
 
-# The dtype codes of TfOpsExplainCpu.
+# The dtype codes of TfOpsExplain.
 _DTYPE_CODES = {tf.float16: 0, tf.bfloat16: 1, tf.float32: 2, tf.float64: 3, tf.int32: 4}
 
 ALGORITHMS = (
@@ -124,7 +124,7 @@ class Plan:
 
 def _parse_fields(line):
     """The key=value fields of a plan line, as a dict of strings in the line's order: a line
-    of TfOpsExplainCpu, or a TF_OPS_VERBOSE line ("tf_ops_verbose <device> key=value ...
+    of TfOpsExplain, or a TF_OPS_VERBOSE line ("tf_ops_verbose <device> key=value ...
     time_ms=<float>"), whose device is returned as the field "device"."""
     words = line.split()
     fields = {}
@@ -173,7 +173,7 @@ def _plan(fields):
 
 
 def _from_line(line):
-    """The Plan of a TfOpsExplainCpu line or a TF_OPS_VERBOSE line (its time_ms is left out)."""
+    """The Plan of a TfOpsExplain line or a TF_OPS_VERBOSE line (its time_ms is left out)."""
     return _plan(_parse_fields(line))
 
 
@@ -258,53 +258,39 @@ def _attrs(strides, dilations, padding, explicit_paddings, data_format):
     return strides, dilations, padding, _dims(given, "explicit_paddings")
 
 
-_FUNCTIONS_LOADED = {}
+_FUNCTION = None
 
 
-def _library_function(name):
-    """The op library's function `name` (TfOpsExplainCpu or TfOpsExplainGpu) through ctypes, or
-    None where the library has none (TfOpsExplainGpu in a build without CUDA)."""
-    if name not in _FUNCTIONS_LOADED:
+def _explain_function():
+    """TfOpsExplain of the loaded op library, through ctypes."""
+    global _FUNCTION
+    if _FUNCTION is None:
         _loader.load_library()
-        fn = getattr(ctypes.CDLL(_loader.library_path()), name, None)
-        if fn is not None:
-            fn.restype = ctypes.c_int64
-            fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
-                           ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
-                           ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
-                           ctypes.c_char_p, ctypes.c_int64]
-        _FUNCTIONS_LOADED[name] = fn
-    return _FUNCTIONS_LOADED[name]
-
-
-def _cpu_function():
-    """TfOpsExplainCpu of the loaded op library."""
-    fn = _library_function("TfOpsExplainCpu")
-    if fn is None:
         path = _loader.library_path()
-        raise RuntimeError(
-            f"tf_ops: the op library {path} has no TfOpsExplainCpu: it was built from an older "
-            f"source than this package. Rebuild it with: {_loader._rebuild_command(_loader.build_info())}")
-    return fn
-
-
-def _gpu_function():
-    """TfOpsExplainGpu of the loaded op library (built with CUDA)."""
-    fn = _library_function("TfOpsExplainGpu")
-    if fn is None:
-        raise _error("explain: device='gpu', but this tf_ops build has no GPU kernels (built without CUDA)")
-    return fn
+        try:
+            fn = ctypes.CDLL(path).TfOpsExplain
+        except AttributeError:
+            raise RuntimeError(
+                f"tf_ops: the op library {path} has no TfOpsExplain: it was built from an older "
+                f"source than this package. Rebuild it with: {_loader._rebuild_command(_loader.build_info())}"
+            ) from None
+        fn.restype = ctypes.c_int64
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                       ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
+                       ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
+                       ctypes.c_char_p, ctypes.c_int64]
+        _FUNCTION = fn
+    return _FUNCTION
 
 
 def _explain_line(device, direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings):
-    """The line TfOpsExplainCpu (device "cpu") or TfOpsExplainGpu ("gpu") writes for these
-    arguments (the whole line, however long)."""
-    fn = _gpu_function() if device == "gpu" else _cpu_function()
+    """The line TfOpsExplain writes for these arguments (the whole line, however long)."""
+    fn = _explain_function()
 
     def int64s(values):
         return (ctypes.c_int64 * max(1, len(values)))(*values)
 
-    arguments = (direction, dtype, data_format.encode(), padding.encode(), int64s(sizes), int64s(strides),
+    arguments = (1 if device == "gpu" else 0, direction, dtype, data_format.encode(), padding.encode(), int64s(sizes), int64s(strides),
                  int64s(dilations), int64s(explicit_paddings), len(explicit_paddings))
     size = _BUFFER_SIZE
     while True:

@@ -258,8 +258,8 @@ extern "C" __attribute__((visibility("default"))) int TfOpsExactMode() {
 
 namespace {
 
-// The line of TfOpsExplainCpu and TfOpsExplainGpu: `describe`'s of the call's geometry and
-// layout, or "error: " and what is wrong with the arguments.
+// The line of TfOpsExplain: `describe`'s of the call's geometry and layout, or "error: " and
+// what is wrong with the arguments.
 std::string ExplainLine(int direction, int dtype, const char* data_format, const char* padding, const int64_t* sizes,
                         const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings,
                         int64_t paddings,
@@ -282,9 +282,34 @@ std::string ExplainLine(int direction, int dtype, const char* data_format, const
   return error.empty() ? describe(g, attrs.layout) : "error: " + error;
 }
 
-// Writes `line` into out (NUL-terminated, cut to out_size - 1 characters); returns its whole
-// length.
-int64_t WriteLine(const std::string& line, char* out, int64_t out_size) {
+}  // namespace
+
+// The plan the CPU kernels (device 0) or the GPU kernels (device 1, in a build with CUDA) would
+// run for one call, for tf_ops.explain() (through ctypes): direction 0 forward, 1 backprop
+// input, 2 backprop filter; dtype 0 half, 1 bfloat16, 2 float, 3 double, 4 int32; sizes: batch,
+// in_rows, in_cols, in_depth, filter_rows, filter_cols, filter_in_depth, out_depth; the
+// attributes as the op takes them (strides and dilations 4 values each, explicit_paddings
+// `paddings` values), checked as its kernels check them (CheckAttrs). Writes the plan's line
+// (tf_ops::cpu::ExplainCpuCall, tf_ops::gpu::ExplainGpuCall), or "error: " and what is wrong,
+// into out (NUL-terminated, cut to out_size - 1 characters); returns the whole line's length.
+extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplain(
+    int device, int direction, int dtype, const char* data_format, const char* padding, const int64_t* sizes,
+    const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings, int64_t paddings,
+    char* out, int64_t out_size) {
+  std::string line;
+  if (device < 0 || device > 1) {
+    line = "error: device " + std::to_string(device) + " is not 0 or 1";
+  } else {
+    line = ExplainLine(direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings, paddings,
+                       [&](const tf_ops::ConvGeometry& g, tf_ops::Layout layout) -> std::string {
+                         if (device == 0) return tf_ops::cpu::ExplainCpuCall(direction, dtype, g, layout);
+#if TF_OPS_WITH_CUDA
+                         return tf_ops::gpu::ExplainGpuCall(direction, dtype, g, layout);
+#else
+                         return "error: device='gpu', but this tf_ops build has no GPU kernels (built without CUDA)";
+#endif
+                       });
+  }
   if (out_size > 0) {
     const size_t n = std::min<size_t>(line.size(), static_cast<size_t>(out_size - 1));
     std::copy(line.begin(), line.begin() + n, out);
@@ -292,43 +317,6 @@ int64_t WriteLine(const std::string& line, char* out, int64_t out_size) {
   }
   return static_cast<int64_t>(line.size());
 }
-
-}  // namespace
-
-// The plan the CPU kernels would run for one call, for tf_ops.explain() (through ctypes):
-// direction 0 forward, 1 backprop input, 2 backprop filter; dtype 0 half, 1 bfloat16, 2 float,
-// 3 double, 4 int32; sizes: batch, in_rows, in_cols, in_depth, filter_rows, filter_cols,
-// filter_in_depth, out_depth; the attributes as the op takes them (strides and dilations 4
-// values each, explicit_paddings `paddings` values), checked as its kernels check them
-// (CheckAttrs). Writes the plan's line (tf_ops::cpu::ExplainCpuCall), or "error: " and what is
-// wrong, into out (NUL-terminated, cut to out_size - 1 characters); returns the whole line's
-// length.
-extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplainCpu(
-    int direction, int dtype, const char* data_format, const char* padding, const int64_t* sizes,
-    const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings, int64_t paddings,
-    char* out, int64_t out_size) {
-  const std::string line = ExplainLine(
-      direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings, paddings,
-      [&](const tf_ops::ConvGeometry& g, tf_ops::Layout layout) {
-        return tf_ops::cpu::ExplainCpuCall(direction, dtype, g, layout);
-      });
-  return WriteLine(line, out, out_size);
-}
-
-#if TF_OPS_WITH_CUDA
-// TfOpsExplainCpu's for the CUDA kernels (tf_ops::gpu::ExplainGpuCall), in a build with them.
-extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplainGpu(
-    int direction, int dtype, const char* data_format, const char* padding, const int64_t* sizes,
-    const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings, int64_t paddings,
-    char* out, int64_t out_size) {
-  const std::string line = ExplainLine(
-      direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings, paddings,
-      [&](const tf_ops::ConvGeometry& g, tf_ops::Layout layout) {
-        return tf_ops::gpu::ExplainGpuCall(direction, dtype, g, layout);
-      });
-  return WriteLine(line, out, out_size);
-}
-#endif
 
 #if TF_OPS_WITH_CUDA
 // Why the GPU kernels are not registered in this process, or "", for tf_ops.gpu_support().
