@@ -351,6 +351,13 @@ GemmPlan GemmOfChunk(const GemmPlan& first, const ConvGeometry& first_geometry, 
   return g.batch == first_geometry.batch ? first : PlanGemm(g, first.forward, kind);
 }
 
+// The same for a Winograd pass (its tiles are taken across the chunk's images).
+template <typename T>
+WinogradPlan WinogradOfChunk(const WinogradPlan& first, const ConvGeometry& first_geometry, const ConvGeometry& g,
+                             bool forward) {
+  return g.batch == first_geometry.batch ? first : PlanWinograd(g, forward, sizeof(T));
+}
+
 // A strided forward or backprop-input pass as the stride-1 pass over a space-to-depth copy of
 // x (forward) or into one of dx, by chunks of images (plan.copy_images), NHWC: Winograd
 // (kWinogradSpaceToDepth) or the plan's GEMM pass (kSpaceToDepth) over the copy.
@@ -374,7 +381,10 @@ void SpaceToDepthNhwc(const Plan& plan, const ConvGeometry& g, bool forward, con
     ConvGeometry gc = g;
     gc.batch = d.batch = std::min(chunk, g.batch - n);
     const auto pass = [&](const T* s, T* t) {
-      if (winograd) return WinogradNhwc(d, forward, wd, s, t, parallel_for);
+      if (winograd) {
+        return WinogradNhwc(WinogradOfChunk<T>(plan.winograd_pass, plan.stride1, d, forward), d, forward, wd, s, t,
+                            parallel_for);
+      }
       RunGemm(GemmOfChunk(plan.gemm, plan.stride1, d, KindOf<T>()), d, wd, s, t, parallel_for);
     };
     if (forward) {
@@ -395,7 +405,8 @@ void RunPass(const Plan& plan, const ConvGeometry& first, const ConvGeometry& g,
              const T* src, T* dst, const ParallelFor& parallel_for) {
   switch (plan.algorithm) {
     case Algorithm::kWinograd:
-      return WinogradNhwc(g, forward, w, src, dst, parallel_for);
+      return WinogradNhwc(WinogradOfChunk<T>(plan.winograd_pass, first, g, forward), g, forward, w, src, dst,
+                          parallel_for);
     case Algorithm::kWinogradSpaceToDepth:
     case Algorithm::kSpaceToDepth:
       return SpaceToDepthNhwc(plan, g, forward, w, src, dst, parallel_for);

@@ -289,12 +289,8 @@ bool Fused(const ConvGeometry& g, bool forward) {
 // The blocking of a fused pass: tiles per chunk (as many as kFusedSourceFloats allows, in equal
 // chunks of whole GEMM tiles), units per column block (parts of a chunk's GEMM tiles, enough
 // for StreamedUnits() units), and source channels a unit takes at a time (kFusedDepth).
-struct FusedBlocking {
-  int64_t tb = 0, chunks = 0, parts = 0, kc = 0, v_plane = 0;
-};
-
-FusedBlocking PlanFused(const Problem& p, int64_t mr, int64_t blocks) {
-  FusedBlocking b;
+WinogradFusedBlocking PlanFused(const Problem& p, int64_t mr, int64_t blocks) {
+  WinogradFusedBlocking b;
   const int64_t Cs = p.src_group, tiles = TileGrid(p).tiles;
   const int64_t most = std::max<int64_t>(mr, kFusedSourceFloats / (kPoints * Cs) / mr * mr);
   b.chunks = CeilDiv(tiles, most);
@@ -311,13 +307,8 @@ FusedBlocking PlanFused(const Problem& p, int64_t mr, int64_t blocks) {
 // transforms then follow one by one; otherwise one group's. Blocks of kBlockFloats, fewer
 // tiles while that leaves fewer than kMinUnits units; where the transformed filter is streamed
 // (kStreamedFilterFloats), longer blocks, and column halves (`parts`) where they are too few.
-struct TileBlocking {
-  bool all = false, streamed = false;
-  int64_t Ct = 0, ug = 0, tb = 0, tile_blocks = 0, parts = 1;
-};
-
-TileBlocking PlanTileBlocks(const Problem& p, int64_t mr, int64_t nb, int64_t blocks) {
-  TileBlocking b;
+WinogradTileBlocking PlanTileBlocks(const Problem& p, int64_t mr, int64_t nb, int64_t blocks) {
+  WinogradTileBlocking b;
   const int64_t G = p.groups, Cs = p.src_group, tiles = TileGrid(p).tiles;
   const int64_t panel = Cs * nb;  // a column block's transformed filter per point
   b.all = G > 1 && kBlockFloats / (kPoints * G * Cs) >= kAllGroupsMinTiles;
@@ -363,17 +354,17 @@ namespace {
 // The fused pass (kFusedSourceFloats): one group. Each unit gathers its column block of w
 // (backprop input: transposed) for itself, instead of the whole filter being transposed.
 template <typename T>
-void WinogradFused(const ConvGeometry& g, const Problem& p, bool forward, const T* w,
+void WinogradFused(const WinogradPlan& plan, const ConvGeometry& g, const Problem& p, bool forward, const T* w,
                    const T* src, T* dst, const ParallelFor& parallel_for) {
   constexpr int kind = KindOf<T>();
   const KernelTable& table = Kernels();
   const WinogradKernel& wk = table.winograd;
-  const GemmKernel& gk = PickGemm(p.dst_group, kElemF32);  // float GEMMs of transformed values
+  const GemmKernel& gk = table.gemm[plan.gemm];
   const int mr = gk.mr, nb = gk.nb;
   const int64_t Cs = p.src_group, Cd = p.dst_group, blocks = CeilDiv(Cd, nb);
   Note(Path::kWinogradFused);
   const TileGrid grid(p);
-  const FusedBlocking fb = PlanFused(p, mr, blocks);
+  const WinogradFusedBlocking& fb = plan.fused_blocking;
   if (fb.chunks > 1) Note(Path::kWinogradFusedChunks);
   const int64_t tb = fb.tb, parts = fb.parts, v_plane = fb.v_plane, kc = fb.kc;
   if (parts > 1) Note(Path::kWinogradFusedParts);
@@ -460,13 +451,13 @@ void WinogradFused(const ConvGeometry& g, const Problem& p, bool forward, const 
 }  // namespace
 
 template <typename T>
-void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
+void WinogradNhwc(const WinogradPlan& plan, const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
                   const ParallelFor& parallel_for) {
   constexpr int kind = KindOf<T>();
   const Problem p = MakeProblem(g, forward);
   const KernelTable& table = Kernels();
   const WinogradKernel& wk = table.winograd;
-  const GemmKernel& gk = PickGemm(p.dst_group, kElemF32);  // float GEMMs of transformed values
+  const GemmKernel& gk = table.gemm[plan.gemm];
   const int mr = gk.mr, nb = gk.nb;
   const int64_t G = p.groups, Cs = p.src_group, Cd = p.dst_group;
   const int64_t blocks = CeilDiv(Cd, nb);
@@ -474,7 +465,7 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   Note(forward ? Path::kForwardWinograd : Path::kInputWinograd);
   if (blocks > 1) Note(Path::kWinogradColumnBlocks);
 
-  if (Fused(g, forward)) return WinogradFused(g, p, forward, w, src, dst, parallel_for);
+  if (plan.fused) return WinogradFused(plan, g, p, forward, w, src, dst, parallel_for);
   // Backprop input transforms from w_t[t][k][ci].
   const DirectedFilter<T> directed(w, forward, 9, FI, K, parallel_for);
   const T* const filter = directed.data();
@@ -509,7 +500,7 @@ void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src,
   // block's units are consecutive, so that its pixels stay in cache.
   const TileGrid grid(p);
   const int64_t tiles = grid.tiles;
-  const TileBlocking tbk = PlanTileBlocks(p, mr, nb, blocks);
+  const WinogradTileBlocking& tbk = plan.tiles;
   const bool all = tbk.all, streamed = tbk.streamed;
   const int64_t Ct = tbk.Ct, ug = tbk.ug, tb = tbk.tb, tile_blocks = tbk.tile_blocks, parts = tbk.parts;
   if (all) Note(Path::kWinogradAllGroups);
@@ -911,22 +902,24 @@ void WinogradFilter<T>::Finish() {
   });
 }
 
-WinogradCosts WinogradPassCosts(const ConvGeometry& g, bool forward, int64_t element_size) {
+WinogradPlan PlanWinograd(const ConvGeometry& g, bool forward, int64_t element_size) {
   const Problem p = MakeProblem(g, forward);
   const GemmKernel& gk = PickGemm(p.dst_group, kElemF32);  // float GEMMs of transformed values
   const int64_t blocks = CeilDiv(p.dst_group, gk.nb);
-  WinogradCosts c;
-  if (Fused(g, forward)) {
-    const FusedBlocking b = PlanFused(p, gk.mr, blocks);
-    c.workspace_bytes = kPoints * b.v_plane * 4;
-    c.units = blocks * b.parts;
+  WinogradPlan c;
+  c.gemm = static_cast<int>(&gk - Kernels().gemm);
+  c.fused = Fused(g, forward);
+  if (c.fused) {
+    c.fused_blocking = PlanFused(p, gk.mr, blocks);
+    c.workspace_bytes = kPoints * c.fused_blocking.v_plane * 4;
+    c.units = blocks * c.fused_blocking.parts;
     return c;
   }
-  const TileBlocking b = PlanTileBlocks(p, gk.mr, gk.nb, blocks);
+  c.tiles = PlanTileBlocks(p, gk.mr, gk.nb, blocks);
   // The transposed filter (backprop input) and the transformed one.
   c.workspace_bytes = (forward ? 0 : 9 * g.filter_in_depth * g.out_depth * element_size) +
                       FilterPanelsFloats(p, gk.nb) * 4;
-  c.units = b.ug * b.tile_blocks * b.parts;
+  c.units = c.tiles.ug * c.tiles.tile_blocks * c.tiles.parts;
   return c;
 }
 
@@ -955,8 +948,8 @@ WinogradCosts WinogradFilterCosts(const ConvGeometry& g) {
   template bool WinogradApplies<T>(const ConvGeometry&, bool);                         \
   template bool WinogradFilterApplies<T>(const ConvGeometry&);                         \
   template class WinogradFilter<T>;                                                    \
-  template void WinogradNhwc<T>(const ConvGeometry&, bool, const T*, const T*, T*, \
-                                const ParallelFor&);
+  template void WinogradNhwc<T>(const WinogradPlan&, const ConvGeometry&, bool, const T*, const T*, \
+                                T*, const ParallelFor&);
 TF_OPS_INSTANTIATE(float)
 TF_OPS_INSTANTIATE(Eigen::half)
 TF_OPS_INSTANTIATE(Eigen::bfloat16)

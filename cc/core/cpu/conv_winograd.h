@@ -43,20 +43,46 @@ bool WinogradApplies(const ConvGeometry& g, bool forward);
 template <typename T>
 bool WinogradFilterApplies(const ConvGeometry& g);
 
-// Runs it, NHWC: forward reads src = x and writes dst = y; backprop input reads src = dy
-// and writes dst = dx.
+// The blocking of a fused pass (one group, a transformed filter larger than the source's and
+// than a core's cache): tiles per chunk (tb), chunks, units per column block (parts), source
+// channels a unit takes at a time (kc), and the transformed source's plane (floats a point).
+struct WinogradFusedBlocking {
+  int64_t tb = 0, chunks = 0, parts = 0, kc = 0, v_plane = 0;
+};
+
+// The blocking of an unfused pass: a unit transforms a block of `tb` tiles of its groups (of
+// every group's channels, Ct of them, where `all`; else of one group's), `tile_blocks` blocks;
+// ug units a block row (groups); the transformed filter read from memory (`streamed`), and
+// each block's column blocks split in `parts`.
+struct WinogradTileBlocking {
+  bool all = false, streamed = false;
+  int64_t Ct = 0, ug = 0, tb = 0, tile_blocks = 0, parts = 1;
+};
+
+// How a forward or backprop-input Winograd pass over one geometry runs (PlanWinograd): the
+// float GEMMs' micro-kernel (Kernels().gemm[gemm]), fused or by blocks of tiles, and the
+// workspace bytes it holds at most at once (on elements of `element_size` bytes) and its work
+// units (the units of its main loop).
+struct WinogradPlan {
+  int gemm = 0;
+  bool fused = false;
+  WinogradFusedBlocking fused_blocking;
+  WinogradTileBlocking tiles;
+  int64_t workspace_bytes = 0, units = 0;
+};
+WinogradPlan PlanWinograd(const ConvGeometry& g, bool forward, int64_t element_size);
+
+// Runs `plan` (PlanWinograd of g), NHWC: forward reads src = x and writes dst = y; backprop
+// input reads src = dy and writes dst = dx.
 template <typename T>
-void WinogradNhwc(const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
+void WinogradNhwc(const WinogradPlan& plan, const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
                   const ParallelFor& parallel_for);
 
-// The workspace bytes a Winograd pass over g holds at most at once, and its work units (the
-// units of its main loop), as the pass blocks them: forward or backprop input on elements of
-// `element_size` bytes; the filter gradient over one chunk of images (WinogradFilter's
-// geometry).
+// The workspace bytes the filter gradient over one chunk of images (WinogradFilter's
+// geometry) holds at most at once, and its work units.
 struct WinogradCosts {
   int64_t workspace_bytes = 0, units = 0;
 };
-WinogradCosts WinogradPassCosts(const ConvGeometry& g, bool forward, int64_t element_size);
 WinogradCosts WinogradFilterCosts(const ConvGeometry& g);
 
 // The filter gradient, accumulated over NHWC chunks of images: Accumulate() each chunk in

@@ -272,9 +272,9 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
   const int64_t bytes = ElementBytes(plan->element);
   if (plan->algorithm == Algorithm::kWinograd) {
     plan->pass = Algorithm::kWinograd;
-    const WinogradCosts costs = WinogradPassCosts(g, forward, bytes);
-    plan->units = costs.units;
-    plan->workspace_bytes += costs.workspace_bytes;
+    plan->winograd_pass = PlanWinograd(g, forward, bytes);
+    plan->units = plan->winograd_pass.units;
+    plan->workspace_bytes += plan->winograd_pass.workspace_bytes;
     return;
   }
   const bool s2d_amx = kind == kElemBF16 && AmxTiles() && SpaceToDepthApplies(g, forward);
@@ -292,9 +292,9 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
       plan->workspace_bytes += plan->gemm.workspace_bytes;
     } else {
       plan->pass = Algorithm::kWinograd;
-      const WinogradCosts costs = WinogradPassCosts(d, forward, bytes);
-      plan->units = costs.units;
-      plan->workspace_bytes += costs.workspace_bytes;
+      plan->winograd_pass = PlanWinograd(d, forward, bytes);
+      plan->units = plan->winograd_pass.units;
+      plan->workspace_bytes += plan->winograd_pass.workspace_bytes;
     }
     return;
   }
@@ -437,6 +437,20 @@ void AppendBlocking(const Plan& plan, std::string* out) {
                     (long long)p.mr, (long long)p.nb, (long long)p.blocks, (long long)p.chunk, p.filter_in_place ? "in_place" : p.pairs ? "bf16_pairs" : "packed",
                     p.amx ? ",amx:yes" : "", p.pad_pixels && p.merge ? ",padded_pixels:yes" : "");
       break;
+    case Algorithm::kWinograd: {
+      const WinogradPlan& w = plan.winograd_pass;
+      const GemmKernel& gk = Kernels().gemm[w.gemm];
+      if (w.fused) {
+        std::snprintf(buf, sizeof(buf), "tile:%dx%d,fused:yes,tiles_per_chunk:%lld,chunks:%lld,parts:%lld,depth_chunk:%lld",
+                      gk.mr, gk.nb, (long long)w.fused_blocking.tb, (long long)w.fused_blocking.chunks,
+                      (long long)w.fused_blocking.parts, (long long)w.fused_blocking.kc);
+      } else {
+        std::snprintf(buf, sizeof(buf), "tile:%dx%d,tiles_per_block:%lld,blocks:%lld,parts:%lld%s%s", gk.mr, gk.nb,
+                      (long long)w.tiles.tb, (long long)w.tiles.tile_blocks, (long long)w.tiles.parts,
+                      w.tiles.streamed ? ",streamed:yes" : "", w.tiles.all ? ",all_groups:yes" : "");
+      }
+      break;
+    }
     case Algorithm::kFilterGemm:
       std::snprintf(buf, sizeof(buf), "tile:%lld,merged_cols:%lld,ci_chunk:%lld,k_chunk:%lld,slices:%lld%s",
                     (long long)plan.filter.mr, (long long)plan.filter.merged_cols, (long long)plan.filter.ci_chunk,

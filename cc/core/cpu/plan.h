@@ -16,6 +16,7 @@
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_fast.h"
+#include "cc/core/cpu/conv_winograd.h"
 #include "cc/core/cpu/coverage.h"
 #include "cc/core/cpu/fast_banded.h"
 #include "cc/core/cpu/fast_common.h"
@@ -128,6 +129,7 @@ struct Plan {
   // NHWC): its GEMM plan where it is one (Algorithm of the pass in gemm.algorithm).
   Algorithm pass = Algorithm::kDirect;
   GemmPlan gemm;
+  WinogradPlan winograd_pass;  // pass kWinograd (over stride1 for kWinogradSpaceToDepth)
   // Backprop filter.
   int filter_gemm = 0;  // the float table's tile (Kernels().gemm[filter_gemm]) of the GEMM pass
   fast::FilterPlan filter;
