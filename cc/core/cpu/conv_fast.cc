@@ -558,7 +558,7 @@ void RunFilter(const Plan& plan, const ConvGeometry& g, Layout layout, const T* 
   ConvGeometry gc = g;
   gc.batch = plan.chunk_images;
   std::unique_ptr<WinogradFilter<T>> wino;
-  if (winograd) wino = std::make_unique<WinogradFilter<T>>(gc, acc, parallel_for);
+  if (winograd) wino = std::make_unique<WinogradFilter<T>>(plan.winograd_filter, gc, acc, parallel_for);
   if (layout == Layout::kNHWC && !plan.widen) {
     FilterPass(plan, g, x, dy, acc, /*first=*/true, wino.get(), parallel_for);
   } else {

@@ -647,6 +647,7 @@ bool WinogradFilterApplies(const ConvGeometry& g) {
 
 template <typename T>
 struct WinogradFilter<T>::State {
+  WinogradFilterPlan plan;
   ConvGeometry g;
   ParallelFor parallel_for;
   int mr = 0, nb = 0;
@@ -667,23 +668,26 @@ struct WinogradFilter<T>::State {
 };
 
 template <typename T>
-WinogradFilter<T>::WinogradFilter(const ConvGeometry& g, float* dw, const ParallelFor& parallel_for)
+WinogradFilter<T>::WinogradFilter(const WinogradFilterPlan& plan, const ConvGeometry& g, float* dw,
+                                  const ParallelFor& parallel_for)
     : state_(new State) {
   State& s = *state_;
+  s.plan = plan;
   s.g = g;
   s.parallel_for = parallel_for;
   s.dw = dw;
+  const GemmKernel& gk = Kernels().gemm[plan.gemm];
+  s.mr = gk.strided[0].mr, s.nb = gk.nb, s.strided = gk.strided[0].fn;
   const SumsSides sides(g);
-  s.mr = sides.gk.strided[0].mr, s.nb = sides.gk.nb, s.strided = sides.gk.strided[0].fn;
   s.cp = sides.cp, s.kgp = sides.kgp;
   Note(Path::kFilterWinograd);
-  s.fused = FilterFused(g);
+  s.fused = plan.fused;
   if (s.fused) {
     Note(Path::kWinogradFilterFused);
     return;
   }
   s.m_floats = g.groups * kPoints * s.cp * s.kgp;
-  s.slices = FilterSlices(g);
+  s.slices = plan.slices;
   const int64_t floats = s.slices * s.m_floats;
   s.m_space = std::make_unique<Workspace>(floats * sizeof(float));
   s.m = s.m_space->template data<float>();
@@ -763,13 +767,13 @@ struct FilterCall {
 // Sliced (kSlicedMaxFloats): slice j of `slices` holds tiles [j * per, (j + 1) * per),
 // transformed and reduced block by block into its sums at m + j * m_floats.
 template <typename T>
-void AccumulateSliced(const FilterCall<T>& call, float* m, int64_t m_floats, int64_t slices,
+void AccumulateSliced(const FilterCall<T>& call, const WinogradFilterPlan& plan, float* m, int64_t m_floats,
                       const ParallelFor& parallel_for) {
   Note(Path::kWinogradFilterSliced);
   const ConvGeometry& g = call.g;
-  const int64_t tiles = call.tiles, cin = call.cin, kr = call.kr;
+  const int64_t tiles = call.tiles, cin = call.cin, kr = call.kr, slices = plan.slices;
   const int64_t per = CeilDiv(tiles, slices);
-  const int64_t block = std::max<int64_t>(1, kSliceBlockFloats / FilterTileFloats(g, call.nb));
+  const int64_t block = plan.slice_block;
   const double cost = 2.0 * per * kPoints * g.filter_in_depth * g.out_depth_per_group() * g.groups +
                       400.0 * per * (cin + g.out_depth);
   parallel_for(slices, Cost(cost), [&](int64_t begin, int64_t end) {
@@ -831,13 +835,14 @@ void AccumulateFused(const FilterCall<T>& call, float* dw, bool add, const Paral
   });
 }
 
-// Neither: chunks of tiles (FilterChunkTiles) transformed through memory, and the 36 GEMMs
-// reduced over each chunk's tiles in order into m: a unit per (group, xi, tile of mr input
-// channels), through every column tile.
+// Neither: chunks of tiles (the plan's, or the call's tiles where fewer: FilterChunkTiles of
+// the call) transformed through memory, and the 36 GEMMs reduced over each chunk's tiles in
+// order into m: a unit per (group, xi, tile of mr input channels), through every column tile.
 template <typename T>
-void AccumulateChunks(const FilterCall<T>& call, float* m, const ParallelFor& parallel_for) {
+void AccumulateChunks(const FilterCall<T>& call, const WinogradFilterPlan& plan, float* m,
+                      const ParallelFor& parallel_for) {
   const int64_t tiles = call.tiles, cin = call.cin, kr = call.kr, c_tiles = call.c_tiles;
-  const int64_t chunk = FilterChunkTiles(tiles, FilterTileFloats(call.g, call.nb));
+  const int64_t chunk = std::min(plan.chunk_tiles, tiles);
   if (chunk < tiles) Note(Path::kWinogradFilterChunks);
   const FilterPlanes planes(call.g, call.nb, chunk);
   const int64_t v_plane = planes.v_plane, e_plane = planes.e_plane;
@@ -866,13 +871,13 @@ void WinogradFilter<T>::Accumulate(const ConvGeometry& gc, const T* x, const T* 
   State& s = *state_;
   const FilterCall<T> call(gc, x, dy, s.mr, s.nb, s.cp, s.kgp, s.strided);
   NoteKernel(call.input_fn), NoteKernel(call.gradient_fn), NoteKernel(s.strided);
-  if (s.slices > 1) return AccumulateSliced(call, s.m, s.m_floats, s.slices, s.parallel_for);
+  if (s.slices > 1) return AccumulateSliced(call, s.plan, s.m, s.m_floats, s.parallel_for);
   if (s.fused) {
     AccumulateFused(call, s.dw, s.written, s.parallel_for);
     s.written = true;
     return;
   }
-  AccumulateChunks(call, s.m, s.parallel_for);
+  AccumulateChunks(call, s.plan, s.m, s.parallel_for);
 }
 
 template <typename T>
@@ -923,23 +928,28 @@ WinogradPlan PlanWinograd(const ConvGeometry& g, bool forward, int64_t element_s
   return c;
 }
 
-WinogradCosts WinogradFilterCosts(const ConvGeometry& g) {
+WinogradFilterPlan PlanWinogradFilter(const ConvGeometry& g) {
   const SumsSides sides(g);
   const int64_t tiles = Tiles(g, true), tile_floats = FilterTileFloats(g, sides.gk.nb);
-  WinogradCosts c;
+  WinogradFilterPlan c;
+  c.gemm = static_cast<int>(&sides.gk - Kernels().gemm);
   const int64_t c_tiles = CeilDiv(g.filter_in_depth, sides.gk.strided[0].mr);
-  if (FilterFused(g)) {
+  c.fused = FilterFused(g);
+  if (c.fused) {
     c.workspace_bytes = FilterPlanes(g, sides.gk.nb, tiles).Bytes();
     c.units = c_tiles;
     return c;
   }
-  const int64_t m_floats = g.groups * kPoints * sides.cp * sides.kgp, slices = FilterSlices(g);
-  c.workspace_bytes = slices * m_floats * 4;
-  if (slices > 1) {
-    c.units = slices;
+  const int64_t m_floats = g.groups * kPoints * sides.cp * sides.kgp;
+  c.slices = FilterSlices(g);
+  c.workspace_bytes = c.slices * m_floats * 4;
+  if (c.slices > 1) {
+    c.slice_block = std::max<int64_t>(1, kSliceBlockFloats / tile_floats);
+    c.units = c.slices;
     return c;
   }
-  c.workspace_bytes += FilterPlanes(g, sides.gk.nb, FilterChunkTiles(tiles, tile_floats)).Bytes();
+  c.chunk_tiles = FilterChunkTiles(tiles, tile_floats);
+  c.workspace_bytes += FilterPlanes(g, sides.gk.nb, c.chunk_tiles).Bytes();
   c.units = g.groups * kPoints * c_tiles;
   return c;
 }

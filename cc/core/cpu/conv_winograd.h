@@ -78,21 +78,28 @@ template <typename T>
 void WinogradNhwc(const WinogradPlan& plan, const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
                   const ParallelFor& parallel_for);
 
-// The workspace bytes the filter gradient over one chunk of images (WinogradFilter's
-// geometry) holds at most at once, and its work units.
-struct WinogradCosts {
+// How the filter gradient over a chunk of images (WinogradFilter's geometry) runs
+// (PlanWinogradFilter): its float GEMMs' micro-kernel (Kernels().gemm[gemm]); fused (each
+// unit's sums transformed straight into dw), sliced (`slices` sets of sums, each over its share
+// of a call's tiles, `slice_block` tiles transformed at a time), or neither (a call's tiles in
+// chunks of at most `chunk_tiles`, through memory); the workspace bytes it holds at most at
+// once and its work units.
+struct WinogradFilterPlan {
+  int gemm = 0;
+  bool fused = false;
+  int64_t slices = 1, slice_block = 0, chunk_tiles = 0;
   int64_t workspace_bytes = 0, units = 0;
 };
-WinogradCosts WinogradFilterCosts(const ConvGeometry& g);
+WinogradFilterPlan PlanWinogradFilter(const ConvGeometry& g);
 
-// The filter gradient, accumulated over NHWC chunks of images: Accumulate() each chunk in
-// order (every chunk's geometry differs from the constructor's only in its batch, none
-// larger), then Finish(); the gradient is then in dw as floats, [3][3][FI][K], every element
-// written (dw's values on construction are never read).
+// The filter gradient as `plan` (PlanWinogradFilter of g) runs it, accumulated over NHWC chunks
+// of images: Accumulate() each chunk in order (every chunk's geometry differs from the
+// constructor's only in its batch, none larger), then Finish(); the gradient is then in dw as
+// floats, [3][3][FI][K], every element written (dw's values on construction are never read).
 template <typename T>
 class WinogradFilter {
  public:
-  WinogradFilter(const ConvGeometry& g, float* dw, const ParallelFor& parallel_for);
+  WinogradFilter(const WinogradFilterPlan& plan, const ConvGeometry& g, float* dw, const ParallelFor& parallel_for);
   ~WinogradFilter();
   WinogradFilter(const WinogradFilter&) = delete;
   WinogradFilter& operator=(const WinogradFilter&) = delete;

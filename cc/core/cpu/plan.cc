@@ -384,9 +384,9 @@ void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
                           (plan->layout == Layout::kNCHW ? chunk_elements * bytes : 0) +
                           (plan->widen ? chunk_elements * 4 : 0);
   if (winograd) {
-    const WinogradCosts costs = WinogradFilterCosts(gc);
-    plan->units = costs.units;
-    plan->workspace_bytes += costs.workspace_bytes;
+    plan->winograd_filter = PlanWinogradFilter(gc);
+    plan->units = plan->winograd_filter.units;
+    plan->workspace_bytes += plan->winograd_filter.workspace_bytes;
   }
 }
 
@@ -448,6 +448,21 @@ void AppendBlocking(const Plan& plan, std::string* out) {
         std::snprintf(buf, sizeof(buf), "tile:%dx%d,tiles_per_block:%lld,blocks:%lld,parts:%lld%s%s", gk.mr, gk.nb,
                       (long long)w.tiles.tb, (long long)w.tiles.tile_blocks, (long long)w.tiles.parts,
                       w.tiles.streamed ? ",streamed:yes" : "", w.tiles.all ? ",all_groups:yes" : "");
+      }
+      break;
+    }
+    case Algorithm::kFilterWinograd: {
+      const WinogradFilterPlan& w = plan.winograd_filter;
+      const GemmKernel& gk = Kernels().gemm[w.gemm];
+      std::snprintf(buf, sizeof(buf), "tile:%dx%d,", gk.strided[0].mr, gk.nb);
+      const size_t n = std::strlen(buf);
+      if (w.fused) {
+        std::snprintf(buf + n, sizeof(buf) - n, "fused:yes");
+      } else if (w.slices > 1) {
+        std::snprintf(buf + n, sizeof(buf) - n, "slices:%lld,slice_block:%lld", (long long)w.slices,
+                      (long long)w.slice_block);
+      } else {
+        std::snprintf(buf + n, sizeof(buf) - n, "chunk_tiles:%lld", (long long)w.chunk_tiles);
       }
       break;
     }

@@ -135,6 +135,7 @@ struct Plan {
   fast::FilterPlan filter;
   fast::TilesPlan tiles;
   fast::DepthwiseFilterPlan depthwise_filter;
+  WinogradFilterPlan winograd_filter;
   bool widen = false;         // 16-bit operands widened to float copies
   int64_t chunk_images = 0;   // images per pass (NCHW copies, widened copies)
   int64_t slices = 1;         // accumulator slices added in order at the end
