@@ -42,6 +42,10 @@ constexpr int KindOf() {
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// A step of a pass that runs every few rows or pixels of a unit, written as a function of its
+// own and compiled as if written in its caller's loop (a call there costs measurably).
+#define TF_OPS_INLINE_STEP __attribute__((always_inline)) inline
+
 // Floor and ceiling of a / b for b > 0 and any sign of a, for every such pair (no sum that could
 // overflow: a stride may be as large as int64_t holds).
 inline int64_t FloorDivSigned(int64_t a, int64_t b) { return a / b - (a % b < 0 ? 1 : 0); }

@@ -186,8 +186,8 @@ struct DepthwiseRow {
 // first computed pixel), group by group, each through every vector block; returns the end
 // of those members.
 template <typename T>
-int64_t DepthwiseInside(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, int64_t cw, T* out_row,
-                        AheadRows* ahead, int64_t* done_pixels) {
+TF_OPS_INLINE_STEP int64_t DepthwiseInside(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, int64_t cw,
+                                           T* out_row, AheadRows* ahead, int64_t* done_pixels) {
   constexpr int kind = KindOf<T>();
   const DepthwiseColumnClass& cc = p.column_classes[cw];
   const int64_t C = p.g.in_depth, pixel_step = p.dw.mult() * C, nblocks = static_cast<int64_t>(p.blocks.size());
@@ -203,7 +203,11 @@ int64_t DepthwiseInside(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, 
       const DepthwiseKernel& dk = *blk.kernel;
       // The row kernels take one source pointer per filter row.
       const int64_t pointers = by_rows ? row.rows : count, stride = by_rows ? cols : 1;
-      for (int64_t t = 0; t < pointers; ++t) row.a[t] = p.src + row.tap_offset[t * stride] + p0 * pixel_step + blk.begin;
+      // (Locals: the stores of pointers could alias what p and row hold.)
+      const void** const a = row.a;
+      const int64_t* const tap_offset = row.tap_offset;
+      const T* const first = p.src + p0 * pixel_step + blk.begin;
+      for (int64_t t = 0; t < pointers; ++t) a[t] = first + tap_offset[t * stride];
       float* c = row.cbuf;
       int64_t ldc = dk.nb;
       if constexpr (std::is_same_v<T, float>) {
@@ -235,19 +239,26 @@ int64_t DepthwiseInside(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, 
 // member, read zeros); and every member's channels of a block narrower than its kernel, in
 // scalar code.
 template <typename T>
-void DepthwiseEdges(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, int64_t cw, int64_t inside_end,
-                    T* out_row) {
+TF_OPS_INLINE_STEP void DepthwiseEdges(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, int64_t cw,
+                                       int64_t inside_end, T* out_row) {
   constexpr int kind = KindOf<T>();
   const DepthwiseColumnClass& cc = p.column_classes[cw];
   const int64_t C = p.g.in_depth, nblocks = static_cast<int64_t>(p.blocks.size());
   const int64_t cols = static_cast<int64_t>(cc.taps.size()), count = row.rows * cols;
   const auto out_pixel = [&](int64_t j) { return out_row + (cw + j * p.dw.step()) * C; };
-  // The source pixel of member j through tap t = (row tap, column tap), or null.
-  const auto source = [&](int64_t t, int64_t j) -> const T* {
-    const int64_t col = cc.bases[t % cols] + j * p.dw.mult();
-    if (col < 0 || col >= p.dw.src_size) return nullptr;
-    return p.src + ((row.n * p.dh.src_size + row.src_rows[t / cols]) * p.dw.src_size + col) * C;
+  // The source pixel of member j through tap t = (row tap, column tap), or null. (Locals: the
+  // stores of pointers below could alias what p and row hold.)
+  const T* const image = p.src + row.n * p.dh.src_size * p.dw.src_size * C;
+  const int64_t* const bases = cc.bases.data();
+  const int64_t* const src_rows = row.src_rows;
+  const int64_t mult = p.dw.mult(), src_cols = p.dw.src_size;
+  const auto source = [=](int64_t t, int64_t j) -> const T* {
+    const int64_t col = bases[t % cols] + j * mult;
+    if (col < 0 || col >= src_cols) return nullptr;
+    return image + (src_rows[t / cols] * src_cols + col) * C;
   };
+  const void** const a = row.a;
+  const void* const zeros = p.zeros.data();
   const int64_t rest = cc.count - (inside_end - cc.lo);
   const auto member = [&](int64_t e) { return e < cc.lo ? e : e - cc.lo + inside_end; };
   for (int64_t k = 0; k < nblocks; ++k) {
@@ -273,8 +284,7 @@ void DepthwiseEdges(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, int6
       for (int64_t t = 0; t < count; ++t) {
         for (int64_t m = 0; m < mr; ++m) {
           const T* s = m < valid ? source(t, member(e0 + m)) : nullptr;
-          row.a[t * mr + m] = s != nullptr ? static_cast<const void*>(s + blk.begin)
-                                           : static_cast<const void*>(p.zeros.data());
+          a[t * mr + m] = s != nullptr ? static_cast<const void*>(s + blk.begin) : zeros;
         }
       }
       Note(Path::kDepthwiseEdges);
@@ -428,9 +438,10 @@ const T* DepthwiseXRow(const ConvGeometry& g, const T* x, int64_t n, int64_t oh,
 // output columns filter column kw reads inside the input. After each filter column the rows
 // ahead are fetched up to share done + kw + 1 of `total`.
 template <typename T>
-void DepthwiseFilterBlock(const ConvGeometry& g, const DepthwiseBlock& blk, const std::vector<int64_t>& lo,
-                          const std::vector<int64_t>& hi, const T* x_row, const T* dy_row, float* l, int64_t max_nb,
-                          AheadRows* ahead, int64_t done, int64_t total) {
+TF_OPS_INLINE_STEP void DepthwiseFilterBlock(const ConvGeometry& g, const DepthwiseBlock& blk,
+                                             const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
+                                             const T* x_row, const T* dy_row, float* l, int64_t max_nb,
+                                             AheadRows* ahead, int64_t done, int64_t total) {
   const int64_t C = g.in_depth;
   // x under output column o through filter column kw.
   const auto x_at = [&](int64_t o, int64_t kw) {

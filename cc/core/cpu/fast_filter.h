@@ -171,8 +171,9 @@ inline void StoreFilterSums(const ConvGeometry& g, const FilterPlan& plan, const
 
 // Reduces `count` packed pixels (rows of ci_chunk and k_chunk values, or with `pairs` rows of
 // pairs of them) into the unit's accumulators.
-inline void ReducePacked(const FilterPlan& plan, const FilterUnit& u, GemmStridedFn strided, int64_t nb,
-                         bool pairs, int64_t count, const float* a_pack, const float* b_pack, float* local) {
+TF_OPS_INLINE_STEP void ReducePacked(const FilterPlan& plan, const FilterUnit& u, GemmStridedFn strided, int64_t nb,
+                                     bool pairs, int64_t count, const float* a_pack, const float* b_pack,
+                                     float* local) {
   // An odd count's last slot already has its zero partner.
   const int64_t len = pairs ? CeilDiv(count, 2) : count, mr = plan.mr;
   Note(Path::kFilterPacked);
@@ -195,8 +196,8 @@ struct InPlaceBatch {
 };
 
 // Reduces the batch's runs (one call per tile) into the unit's accumulators, and empties it.
-inline void ReduceInPlace(const ConvGeometry& g, const FilterPlan& plan, const FilterUnit& u, GemmStridedFn strided,
-                          int64_t nb, InPlaceBatch* batch, float* local) {
+TF_OPS_INLINE_STEP void ReduceInPlace(const ConvGeometry& g, const FilterPlan& plan, const FilterUnit& u,
+                                      GemmStridedFn strided, int64_t nb, InPlaceBatch* batch, float* local) {
   if (batch->runs == 0) return;
   Note(Path::kFilterInPlace);
   if (batch->runs > 1) Note(Path::kFilterInPlaceRows);
