@@ -1,10 +1,16 @@
 """setup.py and BUILD.bazel build the same op library: the same sources, and the same
-instruction-set flags for each micro-kernel file."""
+instruction-set flags for each micro-kernel file. The built libraries need no newer C and C++
+runtime than the systems TensorFlow's wheel installs on."""
 import ast
+import importlib.metadata
 import pathlib
 import re
+import shutil
+import subprocess
 
 import tensorflow as tf
+
+import tf_ops
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -41,6 +47,32 @@ class BuildFilesTest(tf.test.TestCase):
             "cc/ops/tf_ops_ops.cc", "cc/ops/tf_ops_gradients.cc"}
         self.assertEqual(bazel_sources, set(setup["SOURCES"]))
         self.assertEqual(set(setup["MICROKERNEL_FLAGS"]) - set(setup["SOURCES"]), set())
+
+    def test_libraries_need_old_runtimes(self):
+        """The libraries' versioned symbols: glibc no newer than TensorFlow's manylinux tag (so
+        auditwheel tags the wheel no newer, .ci/check_wheel.py), libstdc++ no newer than 5.1
+        (cc/compat/libstdcxx_compat.cc: otherwise the compiler that built the wheel would set its
+        tag)."""
+        objdump = shutil.which("objdump")
+        self.assertIsNotNone(objdump, "objdump (binutils) reads the libraries' symbol versions")
+        wheel = importlib.metadata.distribution("tensorflow").read_text("WHEEL") or ""
+        tags = re.findall(r"manylinux_(\d+)_(\d+)_x86_64", wheel)
+        self.assertTrue(tags, f"no manylinux tag in TensorFlow's WHEEL: {wheel!r}")
+        limits = {"GLIBC": min(tuple(map(int, tag)) for tag in tags),
+                  "GLIBCXX": LIBSTDCXX_5_1, "CXXABI": CXXABI_5_1}
+        package = pathlib.Path(tf_ops.__file__).parent
+        for library in ("_tf_ops.so", "libtf_ops_cc.so"):
+            table = subprocess.run([objdump, "-T", str(package / library)], check=True,
+                                   capture_output=True, text=True).stdout
+            newer = sorted({line.split()[-1] for line in table.splitlines()
+                            for name, version in re.findall(r"\((GLIBC|GLIBCXX|CXXABI)_([\d.]+)\)", line)
+                            if tuple(map(int, version.split("."))) > limits[name]})
+            self.assertEqual(newer, [], f"{library} needs symbols newer than {limits}")
+
+
+# What libstdc++ 5.1 (GCC 5) exports: the C++ runtime every manylinux_2_24 and newer system has.
+LIBSTDCXX_5_1 = (3, 4, 21)
+CXXABI_5_1 = (1, 3, 9)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,11 @@
 // they then need only what libstdc++ 5.1 exports (GLIBCXX_3.4.21), and the wheel's manylinux tag
 // is set by glibc, not by the compiler that built it. Linux toolchains that target older systems
 // (the manylinux images' devtoolset) link the same function statically for the same reason.
+//
+// The other libstdc++ function newer than 5.1 that the sources could reach is
+// std::ostringstream's default constructor (GLIBCXX_3.4.26, out of line where GCC does not inline
+// it), so tf_ops constructs its string streams with an explicit std::ios_base::out instead;
+// tests/test_build_files.py reads the built libraries' symbol versions.
 #include <new>
 
 namespace std {

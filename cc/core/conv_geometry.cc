@@ -16,7 +16,7 @@ namespace {
 
 template <typename... Args>
 std::string Cat(const Args&... args) {
-  std::ostringstream s;
+  std::ostringstream s(std::ios_base::out);  // not the default constructor: cc/compat
   (s << ... << args);
   return s.str();
 }

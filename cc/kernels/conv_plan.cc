@@ -32,7 +32,7 @@ absl::Status Unimplemented(const Args&... args) {
 }
 
 std::string ListString(const std::vector<int64_t>& v) {
-  std::ostringstream s;
+  std::ostringstream s(std::ios_base::out);  // not the default constructor: cc/compat
   s << "[";
   for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
   s << "]";

@@ -62,7 +62,7 @@ inline const char* SizesName(const OpSpec& spec) {
 
 template <typename... Args>
 std::string Cat(const Args&... args) {
-  std::ostringstream s;
+  std::ostringstream s(std::ios_base::out);  // not the default constructor: cc/compat
   (s << ... << args);
   return s.str();
 }
