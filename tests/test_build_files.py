@@ -2,7 +2,7 @@
 instruction-set flags for each micro-kernel file. The built libraries need no newer C and C++
 runtime than the systems TensorFlow's wheel installs on."""
 import ast
-import importlib.metadata
+import importlib.util
 import pathlib
 import re
 import shutil
@@ -55,11 +55,11 @@ class BuildFilesTest(tf.test.TestCase):
         tag)."""
         objdump = shutil.which("objdump")
         self.assertIsNotNone(objdump, "objdump (binutils) reads the libraries' symbol versions")
-        wheel = importlib.metadata.distribution("tensorflow").read_text("WHEEL") or ""
-        tags = re.findall(r"manylinux_(\d+)_(\d+)_x86_64", wheel)
-        self.assertTrue(tags, f"no manylinux tag in TensorFlow's WHEEL: {wheel!r}")
-        limits = {"GLIBC": min(tuple(map(int, tag)) for tag in tags),
-                  "GLIBCXX": LIBSTDCXX_5_1, "CXXABI": CXXABI_5_1}
+        spec = importlib.util.spec_from_file_location("check_wheel", ROOT / ".ci" / "check_wheel.py")
+        check_wheel = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(check_wheel)
+        glibc, _ = check_wheel.tensorflow_glibc()  # tensorflow's or tensorflow-cpu's tag
+        limits = {"GLIBC": glibc, "GLIBCXX": LIBSTDCXX_5_1, "CXXABI": CXXABI_5_1}
         package = pathlib.Path(tf_ops.__file__).parent
         for library in ("_tf_ops.so", "libtf_ops_cc.so"):
             table = subprocess.run([objdump, "-T", str(package / library)], check=True,

@@ -8,8 +8,9 @@
 //
 // The other libstdc++ function newer than 5.1 that the sources could reach is
 // std::ostringstream's default constructor (GLIBCXX_3.4.26, out of line where GCC does not inline
-// it), so tf_ops constructs its string streams with an explicit std::ios_base::out instead;
-// tests/test_build_files.py reads the built libraries' symbol versions.
+// it), so tf_ops' one string stream, Cat in cc/core/conv_geometry.h, is constructed with an
+// explicit std::ios_base::out instead; tests/test_build_files.py reads the built libraries'
+// symbol versions.
 #include <new>
 
 namespace std {

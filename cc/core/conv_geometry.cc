@@ -1,7 +1,5 @@
 #include "cc/core/conv_geometry.h"
 
-#include <sstream>
-
 namespace tf_ops {
 
 bool CheckedMul(int64_t a, int64_t b, int64_t* out) {
@@ -13,13 +11,6 @@ bool CheckedAdd(int64_t a, int64_t b, int64_t* out) {
 }
 
 namespace {
-
-template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::ostringstream s(std::ios_base::out);  // not the default constructor: cc/compat
-  (s << ... << args);
-  return s.str();
-}
 
 std::string Overflow(int64_t in, int64_t k, int64_t dilation, int64_t stride,
                      int64_t pad_before, int64_t pad_after) {

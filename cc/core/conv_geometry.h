@@ -8,9 +8,20 @@
 #define TF_OPS_CC_CORE_CONV_GEOMETRY_H_
 
 #include <cstdint>
+#include <sstream>
 #include <string>
 
 namespace tf_ops {
+
+// Its arguments printed one after another: the text of every error message. The stream is
+// constructed with an explicit mode, not by the default constructor, which libstdc++ exports
+// only from 9 on (cc/compat/libstdcxx_compat.cc).
+template <typename... Args>
+std::string Cat(const Args&... args) {
+  std::ostringstream s(std::ios_base::out);
+  (s << ... << args);
+  return s.str();
+}
 
 enum class Padding { kSame, kValid, kExplicit };
 enum class Layout { kNHWC, kNCHW };

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,11 +31,9 @@ absl::Status Unimplemented(const Args&... args) {
 }
 
 std::string ListString(const std::vector<int64_t>& v) {
-  std::ostringstream s(std::ios_base::out);  // not the default constructor: cc/compat
-  s << "[";
-  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
-  s << "]";
-  return s.str();
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += Cat(i ? ", " : "", v[i]);
+  return s + "]";
 }
 
 }  // namespace

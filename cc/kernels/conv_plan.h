@@ -7,7 +7,6 @@
 #define TF_OPS_CC_KERNELS_CONV_PLAN_H_
 
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -58,13 +57,6 @@ inline constexpr OpSpec kDepthwiseBackpropFilter{"DepthwiseConv2dNativeBackpropF
 inline int SizesInput(const OpSpec& spec) { return spec.direction == Direction::kBackpropInput ? 0 : 1; }
 inline const char* SizesName(const OpSpec& spec) {
   return spec.direction == Direction::kBackpropInput ? "input_sizes" : "filter_sizes";
-}
-
-template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::ostringstream s(std::ios_base::out);  // not the default constructor: cc/compat
-  (s << ... << args);
-  return s.str();
 }
 
 // Attributes common to every op, parsed and checked once, when the kernel is constructed.
