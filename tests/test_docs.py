@@ -60,7 +60,9 @@ RUN, CI, TEST = "run", "ci", "test"
 CPP_ONE_LINER = ("test_cpp_api.ReadmeOneLinerTest."
                  "test_readme_one_liner_builds_the_example_from_the_installed_package")
 COMMANDS = {
-    # Set-up, main job, tests (README.md, docs/testing.md).
+    # Set-up, main job, tests (README.md, docs/testing.md), in a fresh virtual environment.
+    "python3 -m venv .venv && . .venv/bin/activate":
+        (CI, 'python3 -m venv "$ci_tmp/.venv" && . "$ci_tmp/.venv/bin/activate"'),
     "python -m pip install .": (CI, "TF_OPS_WERROR=1 python -m pip install -v --no-clean ."),
     "python -m tf_ops": (CI, None),
     "python -m pip install pytest pytest-xdist hypothesis": (CI, None),
@@ -216,9 +218,10 @@ def anchors(page):
 
 
 def checkout_paths():
-    """Every file and folder of the checkout (build outputs and .git left out), relative."""
+    """Every file and folder of the checkout (build outputs, virtual environments and .git left
+    out), relative."""
     found = set()
-    skip = {".git", "build", "__pycache__", ".hypothesis", "tf_ops_bench"}
+    skip = {".git", "build", "__pycache__", ".hypothesis", "tf_ops_bench", ".venv"}
     for folder, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if d not in skip and not d.endswith(".egg-info")
                    and not (folder == str(ROOT) and d.startswith("bazel-"))]
@@ -236,7 +239,13 @@ def run_sh(commands):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         (tmp / "bin").mkdir()
-        (tmp / "bin" / "python").symlink_to(sys.executable)
+        # A script that execs sys.executable by its own path, not a link to it: Python finds a
+        # virtual environment from the path it was started by (pyvenv.cfg beside that path's
+        # folder), so through a link in another folder the environment's interpreter would
+        # start as the base interpreter, without the environment's packages.
+        python = tmp / "bin" / "python"
+        python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        python.chmod(0o755)
         work = tmp / "work"
         work.mkdir()
         shutil.copy(ROOT / "README.md", work)
