@@ -4,7 +4,9 @@
 // lives in cc/core.
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -71,9 +73,17 @@ class ConvOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ParseAttrs(ctx, spec_, &attrs_));
   }
 
+  // No exception leaves the kernel: one that the work throws (an allocation that fails) is
+  // the op's error.
   void Compute(OpKernelContext* ctx) override {
-    Prepared p;
-    if (Prepare(ctx, &p)) Launch(ctx, p, Device());
+    try {
+      Prepared p;
+      if (Prepare(ctx, &p)) Launch(ctx, p, Device());
+    } catch (const std::bad_alloc&) {
+      ctx->CtxFailure(absl::ResourceExhaustedError(Cat(spec_.label, ": out of memory")));
+    } catch (const std::exception& e) {
+      ctx->CtxFailure(absl::InternalError(Cat(spec_.label, ": ", e.what())));
+    }
   }
 
  private:
@@ -99,26 +109,36 @@ class ConvOp : public OpKernel {
   }
 
   void Launch(OpKernelContext* ctx, const Prepared& p, CpuDevice) {
+    // An exception in a range comes back to this thread, and Compute makes it the op's error.
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     const cpu::ParallelFor parallel_for =
         [pool](int64_t units, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
-          cpu::PullChunks(*pool, units, cost, fn);
+          cpu::PullChunksRethrowing(*pool, units, cost, fn);
         };
+    // The plan's workspace from TensorFlow's allocator (counted and profiled as the op's
+    // temporary memory), held until the call returns.
+    Tensor temp;
+    const cpu::WorkspaceFn workspace = [ctx, &temp](int64_t bytes) -> void* {
+      if (!ctx->allocate_temp(::tensorflow::DT_INT8, TensorShape({bytes}), &temp).ok()) return nullptr;
+      return temp.flat<int8_t>().data();
+    };
     T* o = p.out->flat<T>().data();
+    std::string err;
     switch (spec_.direction) {
       case Direction::kForward:
-        cpu::ConvForward<T>(p.g, p.layout, p.x->flat<T>().data(), p.w->flat<T>().data(), o,
-                            parallel_for);
+        err = cpu::ConvForward<T>(p.g, p.layout, p.x->flat<T>().data(), p.w->flat<T>().data(), o, parallel_for,
+                                  workspace);
         break;
       case Direction::kBackpropInput:
-        cpu::ConvBackpropInput<T>(p.g, p.layout, p.w->flat<T>().data(), p.dy->flat<T>().data(),
-                                  o, parallel_for);
+        err = cpu::ConvBackpropInput<T>(p.g, p.layout, p.w->flat<T>().data(), p.dy->flat<T>().data(), o,
+                                        parallel_for, workspace);
         break;
       case Direction::kBackpropFilter:
-        cpu::ConvBackpropFilter<T>(p.g, p.layout, p.x->flat<T>().data(),
-                                   p.dy->flat<T>().data(), o, parallel_for);
+        err = cpu::ConvBackpropFilter<T>(p.g, p.layout, p.x->flat<T>().data(), p.dy->flat<T>().data(), o,
+                                         parallel_for, workspace);
         break;
     }
+    OP_REQUIRES(ctx, err.empty(), absl::ResourceExhaustedError(Cat(spec_.label, ": ", err)));
   }
 
 #if TF_OPS_WITH_CUDA
@@ -282,6 +302,22 @@ std::string ExplainLine(int direction, int dtype, const char* data_format, const
   return error.empty() ? describe(g, attrs.layout) : "error: " + error;
 }
 
+// TfOpsExplain's line: ExplainLine with the device's plan.
+std::string ExplainDevice(int device, int direction, int dtype, const char* data_format, const char* padding,
+                          const int64_t* sizes, const int64_t* strides, const int64_t* dilations,
+                          const int64_t* explicit_paddings, int64_t paddings) {
+  if (device < 0 || device > 1) return "error: device " + std::to_string(device) + " is not 0 or 1";
+  return ExplainLine(direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings, paddings,
+                     [&](const tf_ops::ConvGeometry& g, tf_ops::Layout layout) -> std::string {
+                       if (device == 0) return tf_ops::cpu::ExplainCpuCall(direction, dtype, g, layout);
+#if TF_OPS_WITH_CUDA
+                       return tf_ops::gpu::ExplainGpuCall(direction, dtype, g, layout);
+#else
+                       return "error: device='gpu', but this tf_ops build has no GPU kernels (built without CUDA)";
+#endif
+                     });
+}
+
 }  // namespace
 
 // The plan the CPU kernels (device 0) or the GPU kernels (device 1, in a build with CUDA) would
@@ -297,18 +333,11 @@ extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplain(
     const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings, int64_t paddings,
     char* out, int64_t out_size) {
   std::string line;
-  if (device < 0 || device > 1) {
-    line = "error: device " + std::to_string(device) + " is not 0 or 1";
-  } else {
-    line = ExplainLine(direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings, paddings,
-                       [&](const tf_ops::ConvGeometry& g, tf_ops::Layout layout) -> std::string {
-                         if (device == 0) return tf_ops::cpu::ExplainCpuCall(direction, dtype, g, layout);
-#if TF_OPS_WITH_CUDA
-                         return tf_ops::gpu::ExplainGpuCall(direction, dtype, g, layout);
-#else
-                         return "error: device='gpu', but this tf_ops build has no GPU kernels (built without CUDA)";
-#endif
-                       });
+  try {
+    line = ExplainDevice(device, direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings,
+                         paddings);
+  } catch (const std::exception& e) {  // no exception crosses the C interface
+    line = std::string("error: ") + e.what();
   }
   if (out_size > 0) {
     const size_t n = std::min<size_t>(line.size(), static_cast<size_t>(out_size - 1));

@@ -11,6 +11,8 @@
 // Half and bfloat16 accumulate in float (preferred element type), as the kernels do. An empty
 // operand gives zeros. input_sizes / filter_sizes must be compile-time constants.
 #include <cstdint>
+#include <exception>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -85,7 +87,19 @@ class ConvXlaOp : public XlaOpKernel {
     OP_REQUIRES_OK(ctx, ParseAttrs(ctx, spec_, &attrs_));
   }
 
+  // No exception leaves the lowering: one thrown (an allocation that fails) is the op's error.
   void Compile(XlaOpKernelContext* ctx) override {
+    try {
+      Lower(ctx);
+    } catch (const std::bad_alloc&) {
+      ctx->CtxFailure(absl::ResourceExhaustedError(Cat(spec_.label, ": out of memory")));
+    } catch (const std::exception& e) {
+      ctx->CtxFailure(absl::InternalError(Cat(spec_.label, ": ", e.what())));
+    }
+  }
+
+ private:
+  void Lower(XlaOpKernelContext* ctx) {
     const Direction dir = spec_.direction;
     ConvOperands operands;
     for (int i = 0; i < ctx->num_inputs(); ++i) {

@@ -4,7 +4,9 @@
 // kernel label applied through UpdateBuilder, then shape inference through the scope).
 #include "cc/ops/tf_ops_ops.h"
 
+#include <exception>
 #include <initializer_list>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -77,9 +79,9 @@ void SetOpAttrs(NodeBuilder* builder, absl::Span<const int> strides, absl::strin
 // Adds a node of `op_name` with `inputs` and the attributes to the scope's graph, and points
 // `op` at it. Does nothing if the scope already has an error; records any error in it.
 template <typename AttrsT>
-void AddNode(const Scope& scope, const char* op_name, std::initializer_list<Input> inputs,
-             absl::Span<const int> strides, absl::string_view padding, const AttrsT& attrs,
-             internal::SingleOutputOp* op) {
+void AddNodeOrThrow(const Scope& scope, const char* op_name, std::initializer_list<Input> inputs,
+                    absl::Span<const int> strides, absl::string_view padding, const AttrsT& attrs,
+                    internal::SingleOutputOp* op) {
   if (!scope.ok()) return;
   std::vector<NodeBuilder::NodeOut> node_inputs;
   for (const Input& input : inputs) {
@@ -96,6 +98,21 @@ void AddNode(const Scope& scope, const char* op_name, std::initializer_list<Inpu
   scope.UpdateStatus(scope.DoShapeInference(node));
   op->operation = Operation(node);
   op->output = Output(node, 0);
+}
+
+// AddNodeOrThrow with no exception leaving it: one thrown (an allocation that fails) is the
+// scope's error.
+template <typename AttrsT>
+void AddNode(const Scope& scope, const char* op_name, std::initializer_list<Input> inputs,
+             absl::Span<const int> strides, absl::string_view padding, const AttrsT& attrs,
+             internal::SingleOutputOp* op) {
+  try {
+    AddNodeOrThrow(scope, op_name, inputs, strides, padding, attrs, op);
+  } catch (const std::bad_alloc&) {
+    scope.UpdateStatus(absl::ResourceExhaustedError(absl::StrCat(op_name, ": out of memory")));
+  } catch (const std::exception& e) {
+    scope.UpdateStatus(absl::InternalError(absl::StrCat(op_name, ": ", e.what())));
+  }
 }
 
 }  // namespace

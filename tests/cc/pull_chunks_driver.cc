@@ -15,6 +15,9 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -165,6 +168,31 @@ int main() {
       std::printf("pull_chunks: %d checks, %d failed\n", checks.load(), failed.load());
       std::fflush(stdout);
       std::_Exit(1);
+    }
+  }
+  // A range that throws, on a pool thread or the caller: the caller gets the exception's
+  // like once every range has returned, the process goes on, and ranges after it do nothing.
+  for (int threads : {1, 3}) {
+    Pool pool(threads);
+    for (const bool oom : {true, false}) {
+      std::atomic<int64_t> ran{0};
+      bool caught = false;
+      try {
+        tf_ops::cpu::PullChunksRethrowing(pool, 1000, 10000000, [&](int64_t begin, int64_t end) {
+          ran.fetch_add(end - begin);
+          if (begin <= 500 && 500 < end) {
+            if (oom) throw std::bad_alloc();
+            throw std::runtime_error("range 500");
+          }
+        });
+      } catch (const std::bad_alloc&) {
+        caught = oom;
+      } catch (const std::runtime_error& e) {
+        caught = !oom && std::string(e.what()) == "range 500";
+      }
+      Check(caught, oom ? "a range's bad_alloc comes back to the caller" : "a range's error comes back, its message kept",
+            threads, 1000, 10000000);
+      Check(ran.load() <= 1000, "no range runs twice", threads, 1000, 10000000);
     }
   }
   // Whether a pool thread gets a chunk of its own pass depends on how fast the jobs start;

@@ -1235,11 +1235,19 @@ class Runner {
     const Plan plan = PlanConv(dir, g, s.layout, ElementOf<T>(), ExactMode());
     fast::WorkspaceTally& tally = fast::ThreadWorkspace();
     tally.peak = tally.live;
+    tally.overflows = tally.misorders = 0;
     if (!op(fast.data(), serial)) return Fail(s, g, direction, TypeInfo<T>::name, "the fast kernel did not apply");
     if (tally.peak - tally.live != plan.workspace_bytes) {
       return Fail(s, g, direction, TypeInfo<T>::name,
                   std::string(AlgorithmName(plan.algorithm)) + " held " + std::to_string(tally.peak - tally.live) +
                       " bytes of workspace, its plan " + std::to_string(plan.workspace_bytes));
+    }
+    // Every Workspace inside the call's one block, given back last taken first.
+    if (tally.overflows != 0 || tally.misorders != 0) {
+      return Fail(s, g, direction, TypeInfo<T>::name,
+                  std::string(AlgorithmName(plan.algorithm)) + ": " + std::to_string(tally.overflows) +
+                      " workspace requests outside the call's block, " + std::to_string(tally.misorders) +
+                      " given back out of order");
     }
     const bool winograd = WinogradCount() != before;
     if (exact && winograd) return Fail(s, g, direction, TypeInfo<T>::name, "Winograd ran in exact mode");

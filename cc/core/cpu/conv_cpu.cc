@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
 #include "cc/core/cpu/conv_fast.h"
 #include "cc/core/cpu/direct_loops.h"
+#include "cc/core/cpu/fast_common.h"
 #include "cc/core/cpu/plan.h"
 
 namespace tf_ops {
@@ -29,19 +31,41 @@ bool Verbose() {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
+// Why a call's workspace of `bytes` could not be had: its size, what it holds, and which
+// setting needs less. (No other plan is taken instead: what a call computes, to the bit, does
+// not depend on the memory free at the time.)
+std::string WorkspaceShortage(const Plan& plan, int64_t bytes) {
+  std::string what;
+  if (plan.layout == Layout::kNCHW) what = "NHWC copies of the NCHW operands";
+  if (plan.widen) what += std::string(what.empty() ? "" : ", ") + "float copies of the 16-bit operands";
+  std::string out = "out of memory: cannot allocate " + std::to_string(bytes) + " bytes of workspace for the " +
+                    AlgorithmName(plan.algorithm) + " plan" + (what.empty() ? "" : " (" + what + ")") + ". ";
+  if (plan.layout == Layout::kNCHW) out += "Tensors in NHWC need no copies; ";
+  return out + "TF_OPS_CPU_KERNELS=direct runs the direct loops, which need no workspace";
+}
+
 // Runs one call: the plan's executor, or the direct loops `direct` where the plan is theirs.
 // Under TF_OPS_VERBOSE=1, prints the plan and the call's time to stderr.
 template <typename T, typename Direct>
-void RunCall(ConvDirection direction, const ConvGeometry& g, Layout layout, const T* a, const T* b, T* out,
-             const ParallelFor& parallel_for, const Direct& direct) {
+std::string RunCall(ConvDirection direction, const ConvGeometry& g, Layout layout, const T* a, const T* b, T* out,
+                    const ParallelFor& parallel_for, const WorkspaceFn& workspace, const Direct& direct) {
   const bool verbose = Verbose();
   const auto start = std::chrono::steady_clock::now();
   const Plan plan = PlanCall(direction, g, layout, ElementOf<T>());
-  if (!RunPlan(plan, g, a, b, out, parallel_for)) direct();
+  switch (RunPlan(plan, g, a, b, out, parallel_for, workspace)) {
+    case RunResult::kNoWorkspace:
+      return WorkspaceShortage(plan, fast::ArenaBytes(plan.workspace_bytes));
+    case RunResult::kDirect:
+      direct();
+      break;
+    case RunResult::kRan:
+      break;
+  }
   if (verbose) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "tf_ops_verbose cpu %s time_ms=%.3f\n", DescribePlan(plan).c_str(), ms);
   }
+  return "";
 }
 }  // namespace
 
@@ -51,38 +75,38 @@ Plan PlanCall(ConvDirection direction, const ConvGeometry& g, Layout layout, Ele
 }
 
 template <typename T>
-void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
-                 const ParallelFor& parallel_for) {
-  RunCall(ConvDirection::kForward, g, layout, x, w, y, parallel_for,
+std::string ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
+                        const ParallelFor& parallel_for, const WorkspaceFn& workspace) {
+  return RunCall(ConvDirection::kForward, g, layout, x, w, y, parallel_for, workspace,
           [&] { DirectConvForward(g, layout, x, w, y, parallel_for); });
 }
 
 template <typename T>
-void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
-                       const ParallelFor& parallel_for) {
-  RunCall(ConvDirection::kBackpropInput, g, layout, dy, w, dx, parallel_for,
+std::string ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
+                              const ParallelFor& parallel_for, const WorkspaceFn& workspace) {
+  return RunCall(ConvDirection::kBackpropInput, g, layout, dy, w, dx, parallel_for, workspace,
           [&] { DirectConvBackpropInput(g, layout, w, dy, dx, parallel_for); });
 }
 
 template <typename T>
-void ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
-                        const ParallelFor& parallel_for) {
-  RunCall(ConvDirection::kBackpropFilter, g, layout, x, dy, dw, parallel_for,
+std::string ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
+                               const ParallelFor& parallel_for, const WorkspaceFn& workspace) {
+  return RunCall(ConvDirection::kBackpropFilter, g, layout, x, dy, dw, parallel_for, workspace,
           [&] { DirectConvBackpropFilter(g, layout, x, dy, dw, parallel_for); });
 }
 
-#define TF_OPS_INSTANTIATE(T)                                                              \
-  template void ConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,        \
-                               const ParallelFor&);                                        \
-  template void ConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*, T*,  \
-                                     const ParallelFor&);                                  \
-  template void ConvBackpropFilter<T>(const ConvGeometry&, Layout, const T*, const T*, T*, \
-                                      const ParallelFor&);                                  \
-  template void DirectConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,  \
-                                     const ParallelFor&);                                  \
-  template void DirectConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*, \
-                                           T*, const ParallelFor&);                        \
-  template void DirectConvBackpropFilter<T>(const ConvGeometry&, Layout, const T*,         \
+#define TF_OPS_INSTANTIATE(T)                                                                    \
+  template std::string ConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,       \
+                                      const ParallelFor&, const WorkspaceFn&);                   \
+  template std::string ConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*, T*, \
+                                            const ParallelFor&, const WorkspaceFn&);             \
+  template std::string ConvBackpropFilter<T>(const ConvGeometry&, Layout, const T*, const T*, T*, \
+                                             const ParallelFor&, const WorkspaceFn&);             \
+  template void DirectConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,        \
+                                     const ParallelFor&);                                        \
+  template void DirectConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*,      \
+                                           T*, const ParallelFor&);                              \
+  template void DirectConvBackpropFilter<T>(const ConvGeometry&, Layout, const T*,               \
                                             const T*, T*, const ParallelFor&);
 TF_OPS_INSTANTIATE(float)
 TF_OPS_INSTANTIATE(double)

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "cc/core/conv_geometry.h"
 
@@ -30,6 +31,11 @@ using ParallelFor = std::function<void(int64_t units, int64_t cost_per_unit,
 void SerialFor(int64_t units, int64_t cost_per_unit,
                const std::function<void(int64_t, int64_t)>& fn);
 
+// Host memory for a call's workspace: `bytes` bytes, held by the caller until the call
+// returns, or null where they cannot be had. An empty WorkspaceFn: the call takes them from
+// the heap.
+using WorkspaceFn = std::function<void*(int64_t bytes)>;
+
 // x, dx, y and dy are in `layout`; w and dw are [KH, KW, FI, K].
 //
 // ConvForward, ConvBackpropInput and ConvBackpropFilter plan the call (plan.h) and run the
@@ -37,17 +43,20 @@ void SerialFor(int64_t units, int64_t cost_per_unit,
 // loops below otherwise, or everywhere when the environment variable TF_OPS_CPU_KERNELS is
 // "direct" (read at every call, so tests can compare the two in one process). With
 // TF_OPS_VERBOSE=1 (read at every call) each call prints its plan and time to stderr.
+// A plan's workspace is asked of `workspace` once, before anything runs. Each returns "", or,
+// having written nothing, why the workspace could not be had (its size, what it is for, and
+// what needs less).
 template <typename T>
-void ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
-                 const ParallelFor& parallel_for);
+std::string ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
+                        const ParallelFor& parallel_for, const WorkspaceFn& workspace = {});
 
 template <typename T>
-void ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
-                       const ParallelFor& parallel_for);
+std::string ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
+                              const ParallelFor& parallel_for, const WorkspaceFn& workspace = {});
 
 template <typename T>
-void ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
-                        const ParallelFor& parallel_for);
+std::string ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
+                               const ParallelFor& parallel_for, const WorkspaceFn& workspace = {});
 
 // The direct loops: one output element at a time, the oracle the fast kernels are
 // tested against.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -587,12 +588,25 @@ void RunFilter(const Plan& plan, const ConvGeometry& g, Layout layout, const T* 
 }  // namespace
 
 template <typename T>
-bool RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* b, T* out,
-             const ParallelFor& parallel_for) {
+RunResult RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* b, T* out,
+                  const ParallelFor& parallel_for, const WorkspaceFn& workspace) {
   if constexpr (KindOf<T>() < 0) {
-    return false;
+    return RunResult::kDirect;
   } else {
-    if (plan.algorithm == Algorithm::kDirect) return false;
+    if (plan.algorithm == Algorithm::kDirect) return RunResult::kDirect;
+    const int64_t bytes = ArenaBytes(plan.workspace_bytes);
+    std::unique_ptr<char[]> heap;
+    void* base = nullptr;
+    if (bytes > 0) {
+      if (workspace) {
+        base = workspace(bytes);
+      } else {
+        heap.reset(new (std::nothrow) char[bytes]);
+        base = heap.get();
+      }
+      if (base == nullptr) return RunResult::kNoWorkspace;
+    }
+    const WorkspaceArena arena(base, bytes);
     NoteAlgorithm(static_cast<int>(plan.algorithm));
     if (plan.pass != plan.algorithm) NoteAlgorithm(static_cast<int>(plan.pass));
     if (plan.direction == ConvDirection::kBackpropFilter) {
@@ -600,31 +614,34 @@ bool RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* b, T*
     } else {
       RunForwardOrInput(plan, g, plan.direction == ConvDirection::kForward, b, a, out, parallel_for);
     }
-    return true;
+    return RunResult::kRan;
   }
 }
 
 template <typename T>
 bool FastConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
                      const ParallelFor& parallel_for) {
-  return RunPlan(PlanConv(ConvDirection::kForward, g, layout, ElementOf<T>(), ExactMode()), g, x, w, y, parallel_for);
+  return RunPlan(PlanConv(ConvDirection::kForward, g, layout, ElementOf<T>(), ExactMode()), g, x, w, y, parallel_for, {}) ==
+         RunResult::kRan;
 }
 
 template <typename T>
 bool FastConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy,
                            T* dx, const ParallelFor& parallel_for) {
-  return RunPlan(PlanConv(ConvDirection::kBackpropInput, g, layout, ElementOf<T>(), ExactMode()), g, dy, w, dx, parallel_for);
+  return RunPlan(PlanConv(ConvDirection::kBackpropInput, g, layout, ElementOf<T>(), ExactMode()), g, dy, w, dx, parallel_for, {}) ==
+         RunResult::kRan;
 }
 
 template <typename T>
 bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy,
                             T* dw, const ParallelFor& parallel_for) {
-  return RunPlan(PlanConv(ConvDirection::kBackpropFilter, g, layout, ElementOf<T>(), ExactMode()), g, x, dy, dw, parallel_for);
+  return RunPlan(PlanConv(ConvDirection::kBackpropFilter, g, layout, ElementOf<T>(), ExactMode()), g, x, dy, dw, parallel_for, {}) ==
+         RunResult::kRan;
 }
 
 #define TF_OPS_INSTANTIATE(T)                                                                  \
-  template bool RunPlan<T>(const Plan&, const ConvGeometry&, const T*, const T*, T*,           \
-                           const ParallelFor&);                                                \
+  template RunResult RunPlan<T>(const Plan&, const ConvGeometry&, const T*, const T*, T*,      \
+                                const ParallelFor&, const WorkspaceFn&);                       \
   template bool FastConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,        \
                                    const ParallelFor&);                                        \
   template bool FastConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*, T*,  \

@@ -20,9 +20,9 @@
 //
 // Every output element is produced by one work unit, in an order fixed by the geometry
 // alone, so results are bitwise identical whatever the number of threads. Extra memory is
-// the packed filter, NHWC workspace for NCHW tensors (chunks of at most 2**21 elements or
-// one image; up to 64 MiB of it is kept for the next call, process-wide, since fresh pages
-// cost as much as the transposes), and small per-thread buffers.
+// the plan's workspace (the packed filter, NHWC copies of NCHW tensors in chunks of at most
+// 2**21 elements or one image, ...: one block from the caller's allocator, fast_common.h), and
+// small per-thread buffers.
 #ifndef TF_OPS_CC_CORE_CPU_CONV_FAST_H_
 #define TF_OPS_CC_CORE_CPU_CONV_FAST_H_
 

@@ -1,5 +1,5 @@
 // What the passes of the fast CPU kernels share (conv_fast.cc, conv_winograd.cc): element
-// kinds, per-thread scratch, kept workspace, the NHWC/NCHW transpose, the unit count every
+// kinds, per-thread scratch, the call's workspace, the NHWC/NCHW transpose, the unit count every
 // pass aims for and the choice of GEMM micro-kernel. Internal to cc/core/cpu.
 #ifndef TF_OPS_CC_CORE_CPU_FAST_COMMON_H_
 #define TF_OPS_CC_CORE_CPU_FAST_COMMON_H_
@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -146,18 +145,24 @@ V* Scratch(int64_t size) {
   return reinterpret_cast<V*>(AlignUp(reinterpret_cast<char*>(buffer.data())));
 }
 
-// Workspace for a call's packed filters, accumulators and the NCHW passes' NHWC copies,
-// aligned to kBufferAlign, kept for the next call instead of freed: a new buffer costs a
-// page fault per 4 KiB page on first touch, which takes as long as the transposes
-// themselves. At most kKeptWorkspaceBytes stay allocated between calls, process-wide,
-// whatever the number of threads; concurrent calls each get a buffer of their own.
-// Contents are not initialised.
-constexpr size_t kKeptWorkspaceBytes = size_t{64} << 20;
+// Workspace for a call's packed filters, accumulators and the NCHW passes' NHWC copies. The
+// caller holds one block for the whole call, the plan's workspace_bytes (plus alignment:
+// ArenaBytes), from its allocator (TensorFlow's, in the op), and makes it this thread's
+// WorkspaceArena; each Workspace takes the next kBufferAlign-aligned bytes of it and gives
+// them back when it goes, last taken first given back, as the scopes of the executors'
+// Workspaces nest (they are all made on the calling thread, outside parallel_for). So a call
+// allocates once, every byte it uses is counted by its plan, and a failed allocation is an
+// error returned before any pass runs. Contents are not initialised.
+//
+// A Workspace made where no arena is current (a test that runs a pass alone) has a heap
+// buffer of its own.
 
 // The workspace bytes the calling thread's live Workspaces asked for, and the most at once
-// since `peak` was last set: what the kernel sweep holds a call's plan to.
+// since `peak` was last set; the requests that did not fit their call's arena, and the ones
+// given back out of order: what the kernel sweep holds a call's plan to.
 struct WorkspaceTally {
   int64_t live = 0, peak = 0;
+  int64_t overflows = 0, misorders = 0;
 };
 inline WorkspaceTally& ThreadWorkspace() {
   thread_local WorkspaceTally tally;
@@ -174,75 +179,107 @@ inline std::atomic<bool> poison_workspace{false};
 // show.
 inline std::atomic<bool> planted_unwritten_workspace{false};
 
+// Live Workspaces a call may hold at once, each of which may waste up to kBufferAlign bytes to
+// alignment: the slack ArenaBytes adds to a plan's workspace.
+constexpr int64_t kMaxLiveWorkspaces = 16;
+
+// The bytes of the block a call whose plan holds `workspace_bytes` at most asks its allocator
+// for: none where it holds none.
+constexpr int64_t ArenaBytes(int64_t workspace_bytes) {
+  return workspace_bytes == 0 ? 0 : workspace_bytes + (kMaxLiveWorkspaces + 1) * static_cast<int64_t>(kBufferAlign);
+}
+
+class WorkspaceArena {
+ public:
+  // `base` holds `bytes` bytes (any alignment) for as long as the arena lives; the arena is
+  // this thread's current one until then.
+  WorkspaceArena(void* base, int64_t bytes)
+      : top_(AlignUp(static_cast<char*>(base))), end_(base == nullptr ? nullptr : static_cast<char*>(base) + bytes),
+        outer_(Current()) {
+    Current() = this;
+  }
+  ~WorkspaceArena() { Current() = outer_; }
+  WorkspaceArena(const WorkspaceArena&) = delete;
+  WorkspaceArena& operator=(const WorkspaceArena&) = delete;
+
+  static WorkspaceArena*& Current() {
+    thread_local WorkspaceArena* current = nullptr;
+    return current;
+  }
+
+  // The next `bytes` of the block, aligned, or null where they do not fit (a plan that
+  // counted too few bytes).
+  char* Take(int64_t bytes) {
+    if (bytes > end_ - top_) {
+      ++ThreadWorkspace().overflows;
+      return nullptr;
+    }
+    char* const taken = top_;
+    top_ = AlignUp(top_ + bytes);
+    return taken;
+  }
+  // Where the last Take left off: what its taker gives back with it.
+  char* top() const { return top_; }
+  // Gives back [taken, end), which Take returned last of what is still held. Out of order,
+  // the bytes stay taken until the arena goes (never handed out twice).
+  void GiveBack(char* taken, char* end) {
+    if (end == top_) {
+      top_ = taken;
+    } else {
+      ++ThreadWorkspace().misorders;
+    }
+  }
+
+ private:
+  char* top_;
+  char* const end_;
+  WorkspaceArena* const outer_;
+};
+
 class Workspace {
  public:
-  explicit Workspace(size_t bytes) : size_(std::max<size_t>(bytes, 1)), bytes_(bytes) {
+  explicit Workspace(size_t bytes) : bytes_(bytes) {
     WorkspaceTally& tally = ThreadWorkspace();
     tally.live += static_cast<int64_t>(bytes);
     tally.peak = std::max(tally.peak, tally.live);
-    if (bytes == 0) return;  // nothing to hold: a kept buffer stays for the requests that need one
-    Pool& pool = ThePool();
-    std::lock_guard<std::mutex> lock(pool.mu);
-    // The smallest kept buffer that is large enough, and at most twice the size asked for, so
-    // that a small request does not take the buffer a larger one of the same call needs next.
-    // Forward Winograd asks for no bytes of transposed filter, then for 36 MiB of transformed
-    // filter at 512 -> 512 channels: when the empty request took the kept 36 MiB, the
-    // transform faulted in a new buffer on every call, and the two were more than could be
-    // kept.
-    auto best = pool.kept.end();
-    for (auto it = pool.kept.begin(); it != pool.kept.end(); ++it) {
-      if (it->first >= size_ && it->first / 2 <= size_ &&
-          (best == pool.kept.end() || it->first < best->first)) {
-        best = it;
+    if (bytes == 0) return;
+    WorkspaceArena* const arena = WorkspaceArena::Current();
+    if (arena != nullptr) {
+      start_ = arena->Take(static_cast<int64_t>(bytes));
+      if (start_ != nullptr) {
+        arena_ = arena;
+        end_ = arena->top();
+        return;
       }
     }
-    if (best != pool.kept.end()) {
-      size_ = best->first;
-      data_ = std::move(best->second);
-      pool.kept_bytes -= size_;
-      pool.kept.erase(best);
-    }
+    own_.reset(new char[bytes + kBufferAlign]);  // throws std::bad_alloc where it cannot be had
+    start_ = AlignUp(own_.get());
   }
   ~Workspace() {
     ThreadWorkspace().live -= static_cast<int64_t>(bytes_);
-    if (data_ == nullptr || size_ > kKeptWorkspaceBytes) return;
-    Pool& pool = ThePool();
-    std::lock_guard<std::mutex> lock(pool.mu);
-    pool.kept.emplace_back(size_, std::move(data_));
-    pool.kept_bytes += size_;
-    // Past the bound, the oldest kept buffers go.
-    while (pool.kept_bytes > kKeptWorkspaceBytes) {
-      pool.kept_bytes -= pool.kept.front().first;
-      pool.kept.erase(pool.kept.begin());
-    }
+    if (arena_ != nullptr) arena_->GiveBack(start_, end_);
   }
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
 
   template <typename T>
   T* data() {
-    if (data_ == nullptr) data_.reset(new char[size_ + kBufferAlign]);
-    char* const start = AlignUp(data_.get());
-    if (!poisoned_ && poison_workspace.load(std::memory_order_relaxed)) std::memset(start, 0xFF, bytes_);
+    if (bytes_ == 0) {  // nothing to hold: an address no pass reads or writes through
+      alignas(kBufferAlign) static char none[kBufferAlign];
+      return reinterpret_cast<T*>(none);
+    }
+    if (!poisoned_ && poison_workspace.load(std::memory_order_relaxed)) std::memset(start_, 0xFF, bytes_);
     poisoned_ = true;
-    return reinterpret_cast<T*>(start);
+    return reinterpret_cast<T*>(start_);
   }
 
  private:
-  struct Pool {
-    std::mutex mu;
-    std::vector<std::pair<size_t, std::unique_ptr<char[]>>> kept;
-    size_t kept_bytes = 0;
-  };
-  static Pool& ThePool() {
-    static Pool* const pool = new Pool;  // never destroyed: calls may outlive static destructors
-    return *pool;
-  }
-
-  size_t size_;
   size_t bytes_;  // asked for
+  WorkspaceArena* arena_ = nullptr;  // where the bytes were taken from, or null
+  char* start_ = nullptr;
+  char* end_ = nullptr;  // the arena's top after the bytes were taken
+  std::unique_ptr<char[]> own_;
   bool poisoned_ = false;
-  std::unique_ptr<char[]> data_;
 };
 
 // Work units a pass is split into, at least, where its shape allows: enough for any thread

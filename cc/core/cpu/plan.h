@@ -167,12 +167,17 @@ void PassDims(const ConvGeometry& g, bool forward, fast::DimMap* dh, fast::DimMa
 // PlanConv in this process's exact mode, or the direct loops where TF_OPS_CPU_KERNELS says so.
 Plan PlanCall(ConvDirection direction, const ConvGeometry& g, Layout layout, Element element);
 
+// What RunPlan did: ran the plan; nothing, the plan being the direct loops' (or the element
+// type having no fast kernels); or nothing, its workspace not to be had.
+enum class RunResult : int { kRan, kDirect, kNoWorkspace };
+
 // Runs `plan` (conv_fast.cc): forward reads a = x and b = w, backprop input a = dy and b = w,
-// backprop filter a = x and b = dy. Returns false, having written nothing, where the plan is
-// the direct loops'.
+// backprop filter a = x and b = dy. Its workspace, ArenaBytes(plan.workspace_bytes), is asked
+// of `workspace` (empty: the heap) once, before anything runs. Writes nothing unless it
+// returns kRan.
 template <typename T>
-bool RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* b, T* out,
-             const ParallelFor& parallel_for);
+RunResult RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* b, T* out,
+                  const ParallelFor& parallel_for, const WorkspaceFn& workspace);
 
 // The plan as one line of space-separated key=value fields (algorithm, pass, direction, dtype,
 // layout, isa, accuracy, workspace_bytes, work_units, blocking).

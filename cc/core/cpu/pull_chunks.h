@@ -10,7 +10,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <string>
 
 namespace tf_ops {
 namespace cpu {
@@ -126,6 +131,41 @@ void PullChunks(Pool& pool, int64_t units, int64_t cost,
   if (inside) state->Pull();
   state->Wait();
   state->Release();
+}
+
+// PullChunks over a `fn` that may throw. An exception that a range throws is noted, the
+// ranges that start after it do nothing, and one like it (std::bad_alloc, or a
+// std::runtime_error with its message) is thrown on the calling thread once every range has
+// returned: no exception ends a pool thread. (Not std::exception_ptr, whose reference counting
+// libstdc++ exports only under a version newer than the wheel may need.)
+template <typename Pool>
+void PullChunksRethrowing(Pool& pool, int64_t units, int64_t cost,
+                          const std::function<void(int64_t, int64_t)>& fn) {
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  bool out_of_memory = false;
+  std::string message;
+  const auto fail = [&](bool oom, const char* what) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failed.exchange(true)) return;
+    out_of_memory = oom;
+    message = what;
+  };
+  PullChunks(pool, units, cost, [&](int64_t begin, int64_t end) {
+    if (failed.load(std::memory_order_relaxed)) return;
+    try {
+      fn(begin, end);
+    } catch (const std::bad_alloc&) {
+      fail(true, "");
+    } catch (const std::exception& e) {
+      fail(false, e.what());
+    } catch (...) {
+      fail(false, "an exception of unknown type");
+    }
+  });
+  if (!failed.load()) return;
+  if (out_of_memory) throw std::bad_alloc();
+  throw std::runtime_error(message);
 }
 
 }  // namespace cpu
