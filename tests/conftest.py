@@ -12,8 +12,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tf_ops  # noqa: E402
 
 _SOURCE = pathlib.Path(__file__).resolve().parent.parent
-# The suite tests the installed package, never the source tree.
-assert not pathlib.Path(tf_ops.__file__).resolve().is_relative_to(_SOURCE), (
+# The suite tests the installed package, never the source tree's tf_ops/ (a virtual environment
+# inside the checkout, as the README's .venv, is an installation).
+assert not pathlib.Path(tf_ops.__file__).resolve().is_relative_to(_SOURCE / "tf_ops"), (
     f"tests imported tf_ops from the source tree ({tf_ops.__file__}); install it and run "
     "the tests with the `pytest` command, not `python -m pytest`, from the checkout root")
 

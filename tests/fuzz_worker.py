@@ -64,7 +64,7 @@ import common  # noqa: E402
 import tf_ops  # noqa: E402
 from tf_ops import reference  # noqa: E402
 
-assert not pathlib.Path(tf_ops.__file__).resolve().is_relative_to(HERE.parent), (
+assert not pathlib.Path(tf_ops.__file__).resolve().is_relative_to(HERE.parent / "tf_ops"), (
     f"fuzz_worker imported tf_ops from the source tree ({tf_ops.__file__}); install it")
 
 tf.get_logger().setLevel("ERROR")
