@@ -12,9 +12,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tf_ops  # noqa: E402
 
 _SOURCE = pathlib.Path(__file__).resolve().parent.parent
-# The suite tests the installed package, never the source tree's tf_ops/ (a virtual environment
-# inside the checkout, as the README's .venv, is an installation).
-assert not pathlib.Path(tf_ops.__file__).resolve().is_relative_to(_SOURCE / "tf_ops"), (
+# The suite tests the installed package, never the source tree (a package installed into a
+# virtual environment inside the checkout, as the README's .venv, is an installed one).
+_IMPORTED = pathlib.Path(tf_ops.__file__).resolve()
+assert not _IMPORTED.is_relative_to(_SOURCE) or "site-packages" in _IMPORTED.parts, (
     f"tests imported tf_ops from the source tree ({tf_ops.__file__}); install it and run "
     "the tests with the `pytest` command, not `python -m pytest`, from the checkout root")
 

@@ -127,8 +127,8 @@ class ReadmeOneLinerTest(tf.test.TestCase):
             flags = subprocess.run([sys.executable, "-m", "tf_ops.sysconfig", "--cflags", "--libs"],
                                    cwd=tmp, capture_output=True, text=True, env=env).stdout
             # The checkout or a path inside it (a sibling such as <checkout>_venv is not one, nor
-            # the virtual environment README.md makes inside it, where the package is installed).
-            self.assertNotRegex(flags, rf"{re.escape(str(cc_build.ROOT))}(?!/\.venv/)(/|\s|,|$)")
+            # a virtual environment inside it, as README.md makes, where the package is installed).
+            self.assertNotRegex(flags, rf"{re.escape(str(cc_build.ROOT))}(?![^\s,]*/site-packages/)(/|\s|,|$)")
             assert_example_ok(self, subprocess.run(["./tf_ops_example"], cwd=tmp, capture_output=True,
                                                    text=True, timeout=300, env=env))
 

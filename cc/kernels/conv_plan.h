@@ -7,6 +7,8 @@
 #define TF_OPS_CC_KERNELS_CONV_PLAN_H_
 
 #include <cstdint>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -91,6 +93,30 @@ struct ConvPlan {
 // output's size.
 absl::Status PlanConv(const OpSpec& spec, const ParsedAttrs& attrs, const ConvOperands& operands,
                       int64_t element_bytes, ConvPlan* plan);
+
+// Runs `work` (a kernel's Compute, an XLA lowering) so that no exception leaves it: one that it
+// throws is ctx's error, ResourceExhausted for std::bad_alloc (memory that cannot be had), else
+// Internal, with `label` and what the exception says; where even that message cannot be made,
+// the error without one.
+template <typename Ctx, typename Work>
+void WithoutExceptions(Ctx* ctx, const char* label, const Work& work) {
+  const auto fail = [ctx, label](absl::StatusCode code, const char* what) noexcept {
+    try {
+      ctx->CtxFailure(absl::Status(code, Cat(label, ": ", what)));
+    } catch (...) {
+      ctx->CtxFailure(absl::Status(code, ""));
+    }
+  };
+  try {
+    work();
+  } catch (const std::bad_alloc&) {
+    fail(absl::StatusCode::kResourceExhausted, "out of memory");
+  } catch (const std::exception& e) {
+    fail(absl::StatusCode::kInternal, e.what());
+  } catch (...) {
+    fail(absl::StatusCode::kInternal, "an exception of unknown type");
+  }
+}
 
 }  // namespace tf_ops
 

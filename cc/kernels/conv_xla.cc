@@ -11,8 +11,6 @@
 // Half and bfloat16 accumulate in float (preferred element type), as the kernels do. An empty
 // operand gives zeros. input_sizes / filter_sizes must be compile-time constants.
 #include <cstdint>
-#include <exception>
-#include <new>
 #include <utility>
 #include <vector>
 
@@ -87,15 +85,8 @@ class ConvXlaOp : public XlaOpKernel {
     OP_REQUIRES_OK(ctx, ParseAttrs(ctx, spec_, &attrs_));
   }
 
-  // No exception leaves the lowering: one thrown (an allocation that fails) is the op's error.
   void Compile(XlaOpKernelContext* ctx) override {
-    try {
-      Lower(ctx);
-    } catch (const std::bad_alloc&) {
-      ctx->CtxFailure(absl::ResourceExhaustedError(Cat(spec_.label, ": out of memory")));
-    } catch (const std::exception& e) {
-      ctx->CtxFailure(absl::InternalError(Cat(spec_.label, ": ", e.what())));
-    }
+    WithoutExceptions(ctx, spec_.label, [&] { Lower(ctx); });
   }
 
  private:

@@ -74,6 +74,19 @@ class Pool {
   bool quit_ = false;
 };
 
+// A Pool whose Schedule fails (std::bad_alloc, as out of memory) from its `works`-th call on.
+class FailingPool : public Pool {
+ public:
+  FailingPool(int threads, int works) : Pool(threads), works_(works) {}
+  void Schedule(std::function<void()> fn) {
+    if (works_-- <= 0) throw std::bad_alloc();
+    Pool::Schedule(std::move(fn));
+  }
+
+ private:
+  int works_;
+};
+
 std::atomic<int> checks{0}, failed{0};  // Check runs on pool threads too
 // Passes of more than one job from a pool thread, and those in which it ran units.
 std::atomic<int> inside_passes{0}, inside_worked{0};
@@ -194,6 +207,24 @@ int main() {
             threads, 1000, 10000000);
       Check(ran.load() <= 1000, "no range runs twice", threads, 1000, 10000000);
     }
+  }
+  // A job that cannot be scheduled: the caller does the rest, the pass returns only once the
+  // jobs already scheduled are done (ASan watches them), every unit once, and the scheduling's
+  // exception comes back.
+  for (int works : {0, 1, 2}) {
+    FailingPool pool(4, works);
+    std::vector<std::atomic<int>> seen(1000);
+    bool caught = false;
+    try {
+      tf_ops::cpu::PullChunks(pool, 1000, 10000000, [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end; ++u) seen[u].fetch_add(1);
+      });
+    } catch (const std::bad_alloc&) {
+      caught = true;
+    }
+    bool once = true;
+    for (const auto& s : seen) once = once && s.load() == 1;
+    Check(caught && once, "a job that cannot be scheduled: every unit once, and the error back", 4, 1000, 10000000);
   }
   // Whether a pool thread gets a chunk of its own pass depends on how fast the jobs start;
   // over every pass, one that works gets some.

@@ -35,11 +35,13 @@ bool Verbose() {
 // setting needs less. (No other plan is taken instead: what a call computes, to the bit, does
 // not depend on the memory free at the time.)
 std::string WorkspaceShortage(const Plan& plan, int64_t bytes) {
-  std::string what;
-  if (plan.layout == Layout::kNCHW) what = "NHWC copies of the NCHW operands";
-  if (plan.widen) what += std::string(what.empty() ? "" : ", ") + "float copies of the 16-bit operands";
+  std::string what = plan.direction == ConvDirection::kBackpropFilter ? "the filter gradient's float sums"
+                     : plan.winograd                                  ? "the transformed filter and tiles"
+                                                                      : "the packed filter";
+  if (plan.layout == Layout::kNCHW) what += ", NHWC copies of the NCHW operands";
+  if (plan.widen) what += ", float copies of the 16-bit operands";
   std::string out = "out of memory: cannot allocate " + std::to_string(bytes) + " bytes of workspace for the " +
-                    AlgorithmName(plan.algorithm) + " plan" + (what.empty() ? "" : " (" + what + ")") + ". ";
+                    AlgorithmName(plan.algorithm) + " plan (" + what + "). ";
   if (plan.layout == Layout::kNCHW) out += "Tensors in NHWC need no copies; ";
   return out + "TF_OPS_CPU_KERNELS=direct runs the direct loops, which need no workspace";
 }

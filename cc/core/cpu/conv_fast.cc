@@ -606,7 +606,7 @@ RunResult RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* 
       }
       if (base == nullptr) return RunResult::kNoWorkspace;
     }
-    const WorkspaceArena arena(base, bytes);
+    WorkspaceArena arena(base, bytes);  // the Workspaces take from it
     NoteAlgorithm(static_cast<int>(plan.algorithm));
     if (plan.pass != plan.algorithm) NoteAlgorithm(static_cast<int>(plan.pass));
     if (plan.direction == ConvDirection::kBackpropFilter) {

@@ -35,8 +35,8 @@ namespace tf_ops {
 namespace cpu {
 
 // Each returns false, having written nothing, where it does not apply (element types other
-// than float, half and bfloat16, or an empty operand); the caller then runs the direct
-// kernel.
+// than float, half and bfloat16, or an empty operand; the caller then runs the direct
+// kernel), or where its workspace cannot be had from the heap.
 template <typename T>
 bool FastConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
                      const ParallelFor& parallel_for);

@@ -697,9 +697,7 @@ WinogradFilter<T>::WinogradFilter(const WinogradFilterPlan& plan, const ConvGeom
 }
 
 template <typename T>
-WinogradFilter<T>::~WinogradFilter() {
-  delete state_;
-}
+WinogradFilter<T>::~WinogradFilter() = default;
 
 namespace {
 // One call of WinogradFilter::Accumulate over a chunk of images gc: the transforms of its

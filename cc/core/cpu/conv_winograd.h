@@ -28,6 +28,8 @@
 #ifndef TF_OPS_CC_CORE_CPU_CONV_WINOGRAD_H_
 #define TF_OPS_CC_CORE_CPU_CONV_WINOGRAD_H_
 
+#include <memory>
+
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
 
@@ -108,7 +110,7 @@ class WinogradFilter {
 
  private:
   struct State;
-  State* state_;
+  std::unique_ptr<State> state_;  // freed if the constructor throws
 };
 
 }  // namespace cpu

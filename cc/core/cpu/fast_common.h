@@ -215,7 +215,7 @@ class WorkspaceArena {
       return nullptr;
     }
     char* const taken = top_;
-    top_ = AlignUp(top_ + bytes);
+    top_ = bytes >= end_ - top_ ? end_ : AlignUp(top_ + bytes);  // never past the block
     return taken;
   }
   // Where the last Take left off: what its taker gives back with it.
@@ -239,21 +239,10 @@ class WorkspaceArena {
 class Workspace {
  public:
   explicit Workspace(size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) Hold();
     WorkspaceTally& tally = ThreadWorkspace();
     tally.live += static_cast<int64_t>(bytes);
     tally.peak = std::max(tally.peak, tally.live);
-    if (bytes == 0) return;
-    WorkspaceArena* const arena = WorkspaceArena::Current();
-    if (arena != nullptr) {
-      start_ = arena->Take(static_cast<int64_t>(bytes));
-      if (start_ != nullptr) {
-        arena_ = arena;
-        end_ = arena->top();
-        return;
-      }
-    }
-    own_.reset(new char[bytes + kBufferAlign]);  // throws std::bad_alloc where it cannot be had
-    start_ = AlignUp(own_.get());
   }
   ~Workspace() {
     ThreadWorkspace().live -= static_cast<int64_t>(bytes_);
@@ -261,6 +250,22 @@ class Workspace {
   }
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
+
+  // The bytes from the thread's arena, or else from the heap (throws std::bad_alloc where they
+  // cannot be had).
+  void Hold() {
+    WorkspaceArena* const arena = WorkspaceArena::Current();
+    if (arena != nullptr) {
+      start_ = arena->Take(static_cast<int64_t>(bytes_));
+      if (start_ != nullptr) {
+        arena_ = arena;
+        end_ = arena->top();
+        return;
+      }
+    }
+    own_.reset(new char[bytes_ + kBufferAlign]);
+    start_ = AlignUp(own_.get());
+  }
 
   template <typename T>
   T* data() {

@@ -173,8 +173,9 @@ enum class RunResult : int { kRan, kDirect, kNoWorkspace };
 
 // Runs `plan` (conv_fast.cc): forward reads a = x and b = w, backprop input a = dy and b = w,
 // backprop filter a = x and b = dy. Its workspace, ArenaBytes(plan.workspace_bytes), is asked
-// of `workspace` (empty: the heap) once, before anything runs. Writes nothing unless it
-// returns kRan.
+// of `workspace` (empty: the heap) once, before anything runs. Writes nothing where it returns
+// kDirect or kNoWorkspace. (An exception from a pass, out of memory for a thread's scratch,
+// leaves the output partly written.)
 template <typename T>
 RunResult RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* b, T* out,
                   const ParallelFor& parallel_for, const WorkspaceFn& workspace);

@@ -12,10 +12,9 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <mutex>
+#include <cstring>
 #include <new>
 #include <stdexcept>
-#include <string>
 
 namespace tf_ops {
 namespace cpu {
@@ -122,11 +121,21 @@ void PullChunks(Pool& pool, int64_t units, int64_t cost,
   // Held by the caller and by each scheduled job.
   auto* state = new pull_chunks_internal::ChunkState(units, 2 * jobs,
                                                      static_cast<int>(scheduled) + 1, &fn);
-  for (int64_t j = 0; j < scheduled; ++j) {
-    pool.Schedule([state] {
-      state->Pull();
-      state->Release();
-    });
+  int64_t started = 0;
+  try {
+    for (; started < scheduled; ++started) {
+      pool.Schedule([state] {
+        state->Pull();
+        state->Release();
+      });
+    }
+  } catch (...) {
+    // A job that could not be scheduled (out of memory): the caller does its share, and the
+    // pass still returns only once the jobs already scheduled are done with fn.
+    state->Pull();
+    state->Wait();
+    for (int64_t j = started; j <= scheduled; ++j) state->Release();
+    throw;
   }
   if (inside) state->Pull();
   state->Wait();
@@ -141,15 +150,14 @@ void PullChunks(Pool& pool, int64_t units, int64_t cost,
 template <typename Pool>
 void PullChunksRethrowing(Pool& pool, int64_t units, int64_t cost,
                           const std::function<void(int64_t, int64_t)>& fn) {
+  // The first failure, noted without allocating (a handler runs where memory may be short).
   std::atomic<bool> failed{false};
-  std::mutex mu;
   bool out_of_memory = false;
-  std::string message;
-  const auto fail = [&](bool oom, const char* what) {
-    std::lock_guard<std::mutex> lock(mu);
+  char message[256] = "";
+  const auto fail = [&](bool oom, const char* what) noexcept {
     if (failed.exchange(true)) return;
     out_of_memory = oom;
-    message = what;
+    std::strncpy(message, what, sizeof(message) - 1);
   };
   PullChunks(pool, units, cost, [&](int64_t begin, int64_t end) {
     if (failed.load(std::memory_order_relaxed)) return;
