@@ -4,9 +4,8 @@
 // lives in cc/core.
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <functional>
-#include <new>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -63,6 +62,77 @@ struct Prepared {
   Tensor* out = nullptr;
 };
 
+// The CPU kernels' workspace blocks (tensors from TensorFlow's allocator) kept from one call for
+// the next, process-wide, at most kKeptBytes in all. Where that allocator is the C library's
+// malloc (TensorFlow's oneDNN operations off), a block above malloc's mapping threshold (32 MiB)
+// is mapped afresh at each call, and faulting its pages in takes as long as an NCHW pass's
+// transposes; oneDNN's allocator keeps freed blocks itself, and a kept block saves nothing there.
+// A call takes the smallest kept block that is large enough and at most twice its size (so that
+// a small call does not take what a larger one needs); concurrent calls each have their own.
+// Kept blocks are dropped before an allocation is given up as out of memory.
+class KeptBlocks {
+ public:
+  static constexpr int64_t kKeptBytes = int64_t{64} << 20;
+
+  static KeptBlocks& Get() {
+    static KeptBlocks* const kept = new KeptBlocks;  // never destroyed: calls may outlive static destructors
+    return *kept;
+  }
+
+  // A block of at least `bytes` bytes into *block: a kept one, else one from ctx's allocator
+  // (after dropping every kept block, where the first try fails). False where none can be had.
+  bool Take(OpKernelContext* ctx, int64_t bytes, Tensor* block) {
+    if (TakeKept(bytes, block)) return true;
+    const TensorShape shape({bytes});
+    if (ctx->allocate_temp(::tensorflow::DT_INT8, shape, block).ok()) return true;
+    if (!DropAll()) return false;
+    return ctx->allocate_temp(::tensorflow::DT_INT8, shape, block).ok();
+  }
+
+  // Keeps `block` for a later call, dropping the oldest kept past kKeptBytes.
+  void GiveBack(Tensor block) {
+    const int64_t size = block.NumElements();
+    if (size == 0 || size > kKeptBytes) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    kept_.push_back(std::move(block));
+    kept_bytes_ += size;
+    while (kept_bytes_ > kKeptBytes) {
+      kept_bytes_ -= kept_.front().NumElements();
+      kept_.erase(kept_.begin());
+    }
+  }
+
+ private:
+  bool TakeKept(int64_t bytes, Tensor* block) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto best = kept_.end();
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      const int64_t size = it->NumElements();
+      if (size >= bytes && size / 2 <= bytes && (best == kept_.end() || size < best->NumElements())) best = it;
+    }
+    if (best == kept_.end()) return false;
+    *block = std::move(*best);
+    kept_bytes_ -= block->NumElements();
+    kept_.erase(best);
+    return true;
+  }
+
+  // Drops every kept block; whether there was one.
+  bool DropAll() {
+    std::vector<Tensor> dropped;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      dropped.swap(kept_);
+      kept_bytes_ = 0;
+    }
+    return !dropped.empty();
+  }
+
+  std::mutex mu_;
+  std::vector<Tensor> kept_;
+  int64_t kept_bytes_ = 0;
+};
+
 struct CpuDevice {};
 struct GpuDevice {};
 
@@ -73,17 +143,11 @@ class ConvOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ParseAttrs(ctx, spec_, &attrs_));
   }
 
-  // No exception leaves the kernel: one that the work throws (an allocation that fails) is
-  // the op's error.
   void Compute(OpKernelContext* ctx) override {
-    try {
+    WithoutExceptions(ctx, spec_.label, [&] {
       Prepared p;
       if (Prepare(ctx, &p)) Launch(ctx, p, Device());
-    } catch (const std::bad_alloc&) {
-      ctx->CtxFailure(absl::ResourceExhaustedError(Cat(spec_.label, ": out of memory")));
-    } catch (const std::exception& e) {
-      ctx->CtxFailure(absl::InternalError(Cat(spec_.label, ": ", e.what())));
-    }
+    });
   }
 
  private:
@@ -115,12 +179,13 @@ class ConvOp : public OpKernel {
         [pool](int64_t units, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
           cpu::PullChunksRethrowing(*pool, units, cost, fn);
         };
-    // The plan's workspace from TensorFlow's allocator (counted and profiled as the op's
-    // temporary memory), held until the call returns.
-    Tensor temp;
-    const cpu::WorkspaceFn workspace = [ctx, &temp](int64_t bytes) -> void* {
-      if (!ctx->allocate_temp(::tensorflow::DT_INT8, TensorShape({bytes}), &temp).ok()) return nullptr;
-      return temp.flat<int8_t>().data();
+    // The plan's workspace: a block kept from an earlier call, or one from TensorFlow's
+    // allocator (counted and profiled as the op's temporary memory), held until the call returns
+    // and then kept for a later one.
+    Tensor block;
+    const cpu::WorkspaceFn workspace = [ctx, &block](int64_t bytes) -> void* {
+      if (!KeptBlocks::Get().Take(ctx, bytes, &block)) return nullptr;
+      return block.flat<int8_t>().data();
     };
     T* o = p.out->flat<T>().data();
     std::string err;
@@ -138,6 +203,7 @@ class ConvOp : public OpKernel {
                                          parallel_for, workspace);
         break;
     }
+    if (block.IsInitialized()) KeptBlocks::Get().GiveBack(std::move(block));
     OP_REQUIRES(ctx, err.empty(), absl::ResourceExhaustedError(Cat(spec_.label, ": ", err)));
   }
 
@@ -332,19 +398,24 @@ extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplain(
     int device, int direction, int dtype, const char* data_format, const char* padding, const int64_t* sizes,
     const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings, int64_t paddings,
     char* out, int64_t out_size) {
+  // No exception crosses the C interface: where the line cannot be made (out of memory), a fixed
+  // one, copied without allocating.
+  static constexpr char kNoMemory[] = "error: out of memory";
   std::string line;
+  const char* text = kNoMemory;
+  size_t size = sizeof(kNoMemory) - 1;
   try {
     line = ExplainDevice(device, direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings,
                          paddings);
-  } catch (const std::exception& e) {  // no exception crosses the C interface
-    line = std::string("error: ") + e.what();
+    text = line.data(), size = line.size();
+  } catch (...) {
   }
   if (out_size > 0) {
-    const size_t n = std::min<size_t>(line.size(), static_cast<size_t>(out_size - 1));
-    std::copy(line.begin(), line.begin() + n, out);
+    const size_t n = std::min<size_t>(size, static_cast<size_t>(out_size - 1));
+    std::copy(text, text + n, out);
     out[n] = '\0';
   }
-  return static_cast<int64_t>(line.size());
+  return static_cast<int64_t>(size);
 }
 
 #if TF_OPS_WITH_CUDA
