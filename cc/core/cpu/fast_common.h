@@ -251,6 +251,18 @@ class Workspace {
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
 
+  template <typename T>
+  T* data() {
+    if (bytes_ == 0) {  // nothing to hold: an address no pass reads or writes through
+      alignas(kBufferAlign) static char none[kBufferAlign];
+      return reinterpret_cast<T*>(none);
+    }
+    if (!poisoned_ && poison_workspace.load(std::memory_order_relaxed)) std::memset(start_, 0xFF, bytes_);
+    poisoned_ = true;
+    return reinterpret_cast<T*>(start_);
+  }
+
+ private:
   // The bytes from the thread's arena, or else from the heap (throws std::bad_alloc where they
   // cannot be had).
   void Hold() {
@@ -267,18 +279,6 @@ class Workspace {
     start_ = AlignUp(own_.get());
   }
 
-  template <typename T>
-  T* data() {
-    if (bytes_ == 0) {  // nothing to hold: an address no pass reads or writes through
-      alignas(kBufferAlign) static char none[kBufferAlign];
-      return reinterpret_cast<T*>(none);
-    }
-    if (!poisoned_ && poison_workspace.load(std::memory_order_relaxed)) std::memset(start_, 0xFF, bytes_);
-    poisoned_ = true;
-    return reinterpret_cast<T*>(start_);
-  }
-
- private:
   size_t bytes_;  // asked for
   WorkspaceArena* arena_ = nullptr;  // where the bytes were taken from, or null
   char* start_ = nullptr;
