@@ -76,7 +76,13 @@ COMPAT_SOURCE = "cc/compat/libstdcxx_compat.cc"
 # where a CUDA compiler is found (TF_OPS_CUDA=0 or 1 forces it off or on); they are TF-free, and
 # the op library's glue registers GPU kernels when built with them (-DTF_OPS_WITH_CUDA=1).
 CUDA_SOURCES = ["cc/core/gpu/conv_gpu.cu"]
-CUDA_HOST_SOURCES = ["cc/core/gpu/gpu_support.cc"]
+CUDA_HOST_SOURCES = ["cc/core/gpu/gpu_support.cc", "cc/core/gpu/gpu_plan.cc", "cc/core/gpu/gpu_run.cc"]
+# CUTLASS's convolutions (cc/core/gpu/cutlass_conv.h), one element type a translation unit so
+# that they compile in parallel, the longest first; their headers come from PyPI's
+# nvidia-cutlass (the build requirement CUTLASS_REQUIREMENT, or CUTLASS_INCLUDE).
+CUTLASS_SOURCES = ["cc/core/gpu/cutlass_tf32x3.cu", "cc/core/gpu/cutlass_tf32.cu", "cc/core/gpu/cutlass_half.cu",
+                   "cc/core/gpu/cutlass_bfloat16.cu", "cc/core/gpu/cutlass_conv.cu"]
+CUTLASS_REQUIREMENT = "nvidia-cutlass>=4.2,<5"
 CUDA_GLUE = "cc/kernels/conv_kernels.cc"
 # SASS for each architecture (compute capability x 10), PTX for the newest; TF_OPS_CUDA_ARCHS
 # ("80;90" or "80,86,90") overrides.
@@ -228,6 +234,25 @@ def _cuda_home(nvcc):
           "set CUDA_HOME to it, or build without the CUDA kernels: TF_OPS_CUDA=0")
 
 
+def _cutlass_include():
+    """CUTLASS's include folder: CUTLASS_INCLUDE, else the one PyPI's nvidia-cutlass installs
+    (cutlass_library/source/include), found without importing it."""
+    candidates = [os.environ["CUTLASS_INCLUDE"]] if os.environ.get("CUTLASS_INCLUDE") else []
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("cutlass_library")
+    except (ImportError, ValueError):
+        spec = None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidates.append(os.path.join(location, "source", "include"))
+    for include in candidates:
+        if os.path.isfile(os.path.join(include, "cutlass", "cutlass.h")):
+            return include
+    _stop("found nvcc, but not CUTLASS's headers, which the GPU kernels are built with. Install them "
+          f"into the build environment: python -m pip install '{CUTLASS_REQUIREMENT}' (or set "
+          "CUTLASS_INCLUDE to a CUTLASS include folder), or build without the CUDA kernels: TF_OPS_CUDA=0")
+
+
 def _cuda_archs():
     text = os.environ.get("TF_OPS_CUDA_ARCHS", DEFAULT_CUDA_ARCHS)
     archs = {a.strip() for a in re.split(r"[;, ]+", text) if a.strip()}
@@ -305,8 +330,9 @@ class BuildTfOpsLibrary(build_ext):
             release = re.search(r"release (\d+\.\d+)", subprocess.run(
                 [nvcc, "--version"], capture_output=True, text=True).stdout)
             archs = _cuda_archs()
+            cutlass_include = _cutlass_include()
             cuda = {"nvcc": nvcc, "version": release.group(1) if release else "", "archs": archs,
-                    "ptx": archs[-1], "home": cuda_home}
+                    "ptx": archs[-1], "home": cuda_home, "cutlass_include": cutlass_include}
             gencode = [f for a in archs for f in ("-gencode", f"arch=compute_{a},code=sm_{a}")]
             gencode += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
             nvcc_flags = ["-std=c++17", "-O3", "-I" + HERE, "-Xcompiler", "-fPIC"] + gencode
@@ -322,13 +348,16 @@ class BuildTfOpsLibrary(build_ext):
 
         def compile_cuda(src):
             # nvcc's output is kept with the build (an empty one under TF_OPS_WERROR=1 is the
-            # proof that the kernels build warning-clean, tests/test_cuda_kernels.py).
+            # proof that the kernels build warning-clean, tests/test_cuda_kernels.py). CUTLASS
+            # needs --expt-relaxed-constexpr (NVIDIA/cutlass#1898: wrong results without it).
             obj = object_of(src)
-            cuda["output"][src] = run([nvcc] + nvcc_flags + ["-c", os.path.join(HERE, src), "-o", obj])
+            extra = (["-isystem", cuda["cutlass_include"], "--expt-relaxed-constexpr"]
+                     if src in CUTLASS_SOURCES else [])
+            cuda["output"][src] = run([nvcc] + nvcc_flags + extra + ["-c", os.path.join(HERE, src), "-o", obj])
             return obj
 
         def compile_with_cuda(src):
-            extra = cuda_include + (["-DTF_OPS_WITH_CUDA=1"] if src == CUDA_GLUE else [])
+            extra = cuda_include + (["-DTF_OPS_WITH_CUDA=1", "-DTF_OPS_WITH_CUTLASS=1"] if src == CUDA_GLUE else [])
             return compile_one(src, extra)
 
         jobs = int(os.environ.get("TF_OPS_BUILD_JOBS", os.cpu_count() or 1))
@@ -336,7 +365,7 @@ class BuildTfOpsLibrary(build_ext):
             if cuda is None:
                 futures = [pool.submit(compile_one, src) for src in SOURCES]
             else:
-                futures = [pool.submit(compile_cuda, src) for src in CUDA_SOURCES]
+                futures = [pool.submit(compile_cuda, src) for src in CUTLASS_SOURCES + CUDA_SOURCES]
                 futures += [pool.submit(compile_with_cuda, src) for src in SOURCES + CUDA_HOST_SOURCES]
             api_futures = [pool.submit(compile_one, src) for src in CPP_API_SOURCES]
             compat_future = pool.submit(compile_one, COMPAT_SOURCE)

@@ -11,7 +11,7 @@ import argparse
 import ctypes
 import dataclasses
 import sys
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Tuple
 
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
@@ -54,9 +54,11 @@ ALGORITHMS = (
     "depthwise_rows", "pointwise", "banded", "banded_merged", "indirect", "indirect_bordered",
     "filter_gemm", "filter_tiles", "filter_depthwise", "filter_winograd",
 )
-# The GPU's: the tiled GEMM on CUDA cores or on tensor cores (half, bfloat16), the direct kernel
-# (one thread an output, for groups of few output columns), or no launch (an empty tensor).
-GPU_ALGORITHMS = ("gpu_gemm", "gpu_mma", "gpu_direct", "gpu_zero")
+# The GPU plan's entries (cc/core/gpu/gpu_plan.h), in the order they are tried: no launch (an
+# empty tensor), CUTLASS's implicit GEMMs, our direct kernel (one thread an output, for groups of
+# few output columns), our tiled GEMM on tensor cores (half, bfloat16) or on CUDA cores.
+GPU_ALGORITHMS = ("gpu_zero", "cutlass_fprop", "cutlass_dgrad_unity", "cutlass_dgrad_strided", "cutlass_wgrad",
+                  "gpu_direct", "gpu_mma", "gpu_gemm")
 
 _BUFFER_SIZE = 4096
 
@@ -92,12 +94,15 @@ class Plan:
     dtype: the element type ("float16", "bfloat16", "float32", "float64", "int32").
     layout: "NHWC" or "NCHW".
     isa: the instruction set of the micro-kernels (tf_ops.cpu_kernel_isa()); "cuda" on the GPU.
-    accuracy: "direct" (every result a direct sum) or "winograd" (within Winograd's bound).
+    accuracy: "direct" (every result a direct sum) or "winograd" (within Winograd's bound); on
+        the GPU, float32 on CUTLASS's tensor cores: "tf32" or "tf32x3" (docs/accuracy.md).
     workspace_bytes: the memory the call takes beyond its inputs and output.
     work_units: the pieces of work the call splits into for the thread pool (on the GPU: thread
         blocks, every launch's).
     blocking: the pass's tiling and blocking choices, name to value (may be empty).
     device: "cpu" or "gpu".
+    refused: on the GPU, the entries tried before `algorithm`, each as (entry, rule that refused
+        it), CUTLASS's status after can_implement's rule: can_implement(CUTLASS:_Error_...).
     """
     algorithm: str
     inner_pass: Optional[str]
@@ -110,16 +115,19 @@ class Plan:
     work_units: int
     blocking: Mapping[str, str] = dataclasses.field(default_factory=dict)
     device: str = "cpu"
+    refused: Tuple[Tuple[str, str], ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "blocking", _ReadOnlyDict(self.blocking or {}))
+        object.__setattr__(self, "refused", tuple(tuple(r) for r in self.refused))
 
     def __str__(self):
         algorithm = self.algorithm + (f" (pass {self.inner_pass})" if self.inner_pass else "")
         blocking = ", blocking " + ",".join(f"{k}:{v}" for k, v in self.blocking.items()) if self.blocking else ""
         return (f"{algorithm}: {self.direction} {self.dtype} {self.layout} on {self.device} ({self.isa}), "
                 f"accuracy {self.accuracy}, workspace {self.workspace_bytes} bytes, "
-                f"work units {self.work_units}{blocking}")
+                f"work units {self.work_units}{blocking}"
+                + (", refused " + ", ".join(f"{e} ({r})" for e, r in self.refused) if self.refused else ""))
 
 
 def _parse_fields(line):
@@ -167,6 +175,7 @@ def _plan(fields):
             work_units=int(fields["work_units"]),
             blocking=_blocking(fields.get("blocking", "")),
             device=fields.get("device", "cpu"),
+            refused=tuple(tuple(item.split(":", 1)) for item in filter(None, fields.get("refused", "").split(";"))),
         )
     except KeyError as e:
         raise ValueError(f"the plan line lacks the field {e.args[0]!r}: {fields}") from None
@@ -413,6 +422,7 @@ def main(argv=None):
              ("workspace_bytes", plan.workspace_bytes), ("work_units", plan.work_units)]
     if plan.blocking:
         rows.append(("blocking", ", ".join(f"{k}={v}" for k, v in plan.blocking.items())))
+    rows += [("refused", f"{entry}: {rule}") for entry, rule in plan.refused]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name.ljust(width)}  {value}")

@@ -23,15 +23,50 @@
 
 #if TF_OPS_WITH_CUDA
 #include <cstdio>
+#include <cstdlib>
 
 #include "cc/core/gpu/conv_gpu.h"
-#include "cc/core/gpu/gpu_explain.h"
+#include "cc/core/gpu/gpu_run.h"
 #include "cc/core/gpu/gpu_support.h"
+#include "tensorflow/core/platform/tensor_float_32_utils.h"
 #include "xla/stream_executor/stream.h"
 #endif
 
 namespace tf_ops {
 namespace {
+
+#if TF_OPS_WITH_CUDA
+// How float32 runs on tensor cores: as TF32 where TensorFlow's switch allows it
+// (tf.config.experimental.enable_tensor_float_32_execution) and exact mode is off, else as
+// 3xTF32.
+gpu::FloatMath GpuFloatMath() {
+  return ::tensorflow::tensor_float_32_execution_enabled() && !cpu::ExactMode() ? gpu::FloatMath::kTf32
+                                                                                 : gpu::FloatMath::kTf32x3;
+}
+
+// The CUTLASS kernels of this build, or none.
+const gpu::CutlassKernels* GpuCutlass() {
+#if TF_OPS_WITH_CUTLASS
+  return &gpu::BuiltCutlassKernels();
+#else
+  return nullptr;
+#endif
+}
+
+gpu::GpuCall GpuCallOf(Direction direction, gpu::Dtype dtype, const ConvGeometry& g, Layout layout) {
+  gpu::GpuCall call;
+  call.direction = direction == Direction::kForward         ? gpu::Direction::kForward
+                   : direction == Direction::kBackpropInput ? gpu::Direction::kInput
+                                                            : gpu::Direction::kFilter;
+  call.dtype = dtype, call.g = g, call.layout = layout, call.float_math = GpuFloatMath();
+  return call;
+}
+
+bool GpuVerbose() {
+  const char* v = std::getenv("TF_OPS_VERBOSE");
+  return v != nullptr && std::string(v) == "1";
+}
+#endif
 
 using ::tensorflow::DEVICE_CPU;
 using ::tensorflow::DEVICE_GPU;
@@ -208,32 +243,30 @@ class ConvOp : public OpKernel {
   }
 
 #if TF_OPS_WITH_CUDA
+  // The GPU plan (cc/core/gpu/gpu_plan.h), its workspace asked of TensorFlow's allocator once
+  // and held until the launches are queued (later users of the memory run on the same stream,
+  // after them).
   void Launch(OpKernelContext* ctx, const Prepared& p, GpuDevice) {
     auto* stream = static_cast<CUstream_st*>(
         ctx->op_device_context()->stream()->platform_specific_handle().stream);
-    // Temporaries from TensorFlow's allocator, held until the launch is queued: later users of
-    // the memory run on the same stream, after it.
-    std::vector<Tensor> temps;
-    const gpu::WorkspaceFn workspace = [ctx, &temps](int64_t bytes) -> void* {
-      Tensor t;
-      if (!ctx->allocate_temp(::tensorflow::DT_INT8, TensorShape({bytes}), &t).ok()) return nullptr;
-      temps.push_back(t);
-      return t.flat<int8_t>().data();
-    };
-    const gpu::Dtype dtype = GpuDtype();
-    void* o = p.out->data();
-    std::string err;
-    switch (spec_.direction) {
-      case Direction::kForward:
-        err = gpu::ConvForward(dtype, p.g, p.layout, p.x->data(), p.w->data(), o, stream, workspace);
-        break;
-      case Direction::kBackpropInput:
-        err = gpu::ConvBackpropInput(dtype, p.g, p.layout, p.w->data(), p.dy->data(), o, stream, workspace);
-        break;
-      case Direction::kBackpropFilter:
-        err = gpu::ConvBackpropFilter(dtype, p.g, p.layout, p.x->data(), p.dy->data(), o, stream, workspace);
-        break;
+    const void* a = spec_.direction == Direction::kBackpropInput ? p.w->data() : p.x->data();
+    const void* b = spec_.direction == Direction::kForward ? p.w->data() : p.dy->data();
+    gpu::GpuCall call = GpuCallOf(spec_.direction, GpuDtype(), p.g, p.layout);
+    call.aligned = (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
+                    reinterpret_cast<uintptr_t>(p.out->data())) % 16 == 0;
+    const gpu::GpuPlan plan = gpu::PlanGpu(call, GpuCutlass());
+    Tensor block;
+    void* workspace = nullptr;
+    if (plan.workspace_bytes > 0 &&
+        ctx->allocate_temp(::tensorflow::DT_INT8, TensorShape({plan.workspace_bytes}), &block).ok()) {
+      workspace = block.flat<int8_t>().data();
     }
+    OP_REQUIRES(ctx, workspace != nullptr || plan.workspace_bytes == 0 || !gpu::IsCutlass(plan.entry),
+                absl::ResourceExhaustedError(Cat(spec_.label, ": out of memory: cannot allocate ",
+                                                 plan.workspace_bytes, " bytes of GPU workspace for the ",
+                                                 gpu::EntryName(plan.entry), " plan")));
+    if (GpuVerbose()) std::fprintf(stderr, "tf_ops_verbose gpu %s\n", gpu::DescribeGpuPlan(plan).c_str());
+    const std::string err = gpu::RunGpuPlan(plan, a, b, p.out->data(), workspace, stream);
     OP_REQUIRES(ctx, err.empty(), absl::InternalError(Cat(spec_.label, ": ", err)));
   }
 
@@ -377,7 +410,11 @@ std::string ExplainDevice(int device, int direction, int dtype, const char* data
                      [&](const tf_ops::ConvGeometry& g, tf_ops::Layout layout) -> std::string {
                        if (device == 0) return tf_ops::cpu::ExplainCpuCall(direction, dtype, g, layout);
 #if TF_OPS_WITH_CUDA
-                       return tf_ops::gpu::ExplainGpuCall(direction, dtype, g, layout);
+                       if (direction < 0 || direction > 2 || dtype < 0 || dtype > 4) return "error: bad code";
+                       const auto d = static_cast<tf_ops::Direction>(direction);
+                       return tf_ops::gpu::DescribeGpuPlan(tf_ops::gpu::PlanGpu(
+                           tf_ops::GpuCallOf(d, static_cast<tf_ops::gpu::Dtype>(dtype), g, layout),
+                           tf_ops::GpuCutlass()));
 #else
                        return "error: device='gpu', but this tf_ops build has no GPU kernels (built without CUDA)";
 #endif
@@ -392,7 +429,7 @@ std::string ExplainDevice(int device, int direction, int dtype, const char* data
 // in_rows, in_cols, in_depth, filter_rows, filter_cols, filter_in_depth, out_depth; the
 // attributes as the op takes them (strides and dilations 4 values each, explicit_paddings
 // `paddings` values), checked as its kernels check them (CheckAttrs). Writes the plan's line
-// (tf_ops::cpu::ExplainCpuCall, tf_ops::gpu::ExplainGpuCall), or "error: " and what is wrong,
+// (tf_ops::cpu::ExplainCpuCall, tf_ops::gpu::DescribeGpuPlan), or "error: " and what is wrong,
 // into out (NUL-terminated, cut to out_size - 1 characters); returns the whole line's length.
 extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplain(
     int device, int direction, int dtype, const char* data_format, const char* padding, const int64_t* sizes,

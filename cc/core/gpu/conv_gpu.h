@@ -25,13 +25,12 @@
 
 #include "cc/core/conv_geometry.h"
 #include "cc/core/gpu/conv_gpu_plan.h"  // Kernel
+#include "cc/core/gpu/cutlass_conv.h"   // Dtype
 
 struct CUstream_st;
 
 namespace tf_ops {
 namespace gpu {
-
-enum class Dtype { kHalf, kBFloat16, kFloat, kDouble, kInt32 };
 
 using Stream = CUstream_st*;
 
@@ -52,6 +51,13 @@ std::string ConvBackpropInput(Dtype dtype, const ConvGeometry& g, Layout layout,
 std::string ConvBackpropFilter(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
                                const void* dy, void* dw, Stream stream,
                                const WorkspaceFn& workspace, Kernel kernel = Kernel::kAuto);
+
+// The filter layouts of a plan that runs CUTLASS (cutlass_conv.h), for a geometry of one group:
+// FilterToKrsc copies the HWIO filter w into krsc as [K][R][S][C]; KrscSumsToFilter writes dw
+// (HWIO, of `dtype`) as the sum, in split order, of `splits` float KRSC tensors at `sums`.
+std::string FilterToKrsc(Dtype dtype, const ConvGeometry& g, const void* w, void* krsc, Stream stream);
+std::string KrscSumsToFilter(Dtype dtype, const ConvGeometry& g, const float* sums, int64_t splits, void* dw,
+                             Stream stream);
 
 }  // namespace gpu
 }  // namespace tf_ops
