@@ -289,11 +289,11 @@ def summary(found):
     if SUMMARY_GPU in by_name:
         means = geomeans(by_name[SUMMARY_GPU][2], "direction")[0]
         low, high = (f(v for v, _ in means.values()) for f in (min, max))
-        out += [para("GPU: the CUDA kernels are correct and bitwise deterministic (proven under an "
-                     "emulator in the tests, and on an NVIDIA GPU by `tests/gpu/run.sh`), and not "
-                     f"fast yet: on an NVIDIA H200 they run at {low:.2f}-{high:.2f}x of cuDNN's "
-                     "speed (geometric means per direction and dtype; "
-                     "[docs/gpu.md](docs/gpu.md))."), ""]
+        out += [para("GPU: tf_ops' own CUDA kernels are correct and bitwise deterministic (proven under "
+                     "an emulator in the tests, and on an NVIDIA GPU by `tests/gpu/run.sh`), and not "
+                     f"fast: on an NVIDIA H200 they ran at {low:.2f}-{high:.2f}x of cuDNN's "
+                     "speed (geometric means per direction and dtype). CUTLASS's kernels, which the "
+                     "GPU plan now runs first, are not measured yet ([docs/gpu.md](docs/gpu.md))."), ""]
     out.append(SUMMARY_END)
     return "\n".join(out)
 

@@ -150,6 +150,14 @@ class CudaKernelsTest(tf.test.TestCase):
         code, output = core_build.run(program, "--plan-check")
         self.assertEqual(code, 0, output[-3000:])
         self.assertRegex(output, r"plans checked \d+ broken 0")
+        # The CUTLASS plans' filter layouts (HWIO to KRSC, the split sums back to HWIO), their
+        # kernels launched within their bounds too.
+        code, output = core_build.run(program, *(["--launch-bounds", bounds_file] if bounds_file else []),
+                                      "--layouts")
+        self.assertEqual(code, 0, output[-3000:])
+        self.assertRegex(output, r"layouts checked 45 failures 0")
+        for name, most in re.findall(r"^launched (\w+) (\d+)$", output, re.M):
+            result.launched[name] = max(result.launched.get(name, 0), int(most))
         # Every case of the plan, for every direction and kernel, reached.
         unreached = [name for index, name in required_paths(program).items() if result.paths[index] == 0]
         self.assertEqual(unreached, [], "not reached: " + "; ".join(unreached))

@@ -65,7 +65,7 @@ COMMANDS = {
         (CI, 'python3 -m venv "$ci_tmp/.venv" && . "$ci_tmp/.venv/bin/activate"'),
     "python -m pip install .": (CI, "TF_OPS_WERROR=1 python -m pip install -v --no-clean ."),
     "python -m tf_ops": (CI, None),
-    "python -m pip install pytest pytest-xdist hypothesis": (CI, None),
+    "python -m pip install -r tests/requirements.txt": (CI, None),
     "pytest -q tests": (CI, None),  # the fast tier's command; CI adds --exhaustive
     "pytest -q tests --exhaustive": (CI, None),
     # Builds against an installed TensorFlow, wheels (docs/build.md): .ci/tf_versions.

@@ -565,7 +565,9 @@ class GpuExplainTest(tf.test.TestCase):
         def ceil(a, b):
             return -(-a // b)
 
-        vgg = dict(input_shape=[8, 56, 56, 64], filter_shape=[3, 3, 64, 64], padding="SAME")
+        # NCHW, which CUTLASS's entries refuse: our kernels' launches (test_cutlass.py covers
+        # CUTLASS's entries).
+        vgg = dict(input_shape=[8, 64, 56, 56], filter_shape=[3, 3, 64, 64], padding="SAME", data_format="NCHW")
         m = 8 * 56 * 56  # output pixels: one GEMM row each, 64 x 64 tiles
         cases = [
             # (op, kwargs, algorithm, work units, launches, slices, workspace bytes)
@@ -580,7 +582,7 @@ class GpuExplainTest(tf.test.TestCase):
             ("conv2d_backprop_input", dict(vgg, strides=2), "gpu_gemm", 4 * ceil(8 * 28 * 28, 64), 4, 1, 0),
             # A long reduction (32 x 56 x 56 output pixels) over 9 tiles of 576 x 64: in 56 slices
             # (up to 512 x 256 threads), their float sums in the workspace.
-            ("conv2d_backprop_filter", dict(vgg, input_shape=[32, 56, 56, 64]), "gpu_gemm", 9 * 56, 1, 56,
+            ("conv2d_backprop_filter", dict(vgg, input_shape=[32, 64, 56, 56]), "gpu_gemm", 9 * 56, 1, 56,
              56 * 576 * 64 * 4),
         ]
         for op, kwargs, algorithm, units, launches, slices, workspace in cases:
@@ -603,7 +605,8 @@ class GpuExplainTest(tf.test.TestCase):
             status = cli.main(["explain", "conv2d", "--input", "8,56,56,64", "--filter", "3,3,64,64", "--padding",
                                "SAME", "--device", "gpu"])
         self.assertEqual(status, 0)
-        self.assertIn("gpu_gemm", out.getvalue())
+        self.assertRegex(out.getvalue(), r"algorithm +cutlass_fprop")
+        self.assertRegex(out.getvalue(), r"refused +gpu_zero: not_empty")
 
 
 class VerboseTest(tf.test.TestCase):

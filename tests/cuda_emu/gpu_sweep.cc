@@ -19,7 +19,7 @@
 // Then every case of the plan must have been reached (the paths are counted by the dispatch
 // itself) or the sweep fails, naming what it missed.
 // Usage: gpu_sweep [--seeds N] [--cover N] [--shard I/N] [--launch-bounds FILE] [--plant K]
-//                  [--list] [--paths] [--plan-check]
+//                  [--list] [--paths] [--plan-check] [--layouts]
 //   --shard I/N      runs the cases of part I of N (parts balanced by their estimated cost) and
 //                    prints what it reached ("path INDEX COUNT") without failing on what it
 //                    did not: the parts' union is the caller's to check (--paths lists them)
@@ -29,7 +29,9 @@
 //   --paths          prints every case of the plan ("required INDEX NAME") and exits
 //   --list           prints the cases and exits
 //   --plan-check     checks PlanLaunch's rules over a space of problem sizes, and exits
+//   --layouts        checks the CUTLASS plans' filter layout kernels, and exits
 // Exit status 0 when every check held.
+#include <array>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +50,7 @@
 #include "cc/core/gpu/conv_gpu.h"
 #include "cc/core/gpu/conv_gpu_plan.h"
 #include "cuda_emu.h"
+#include "tests/cuda_emu/sweep_attrs.h"
 
 namespace tf_ops {
 namespace {
@@ -63,14 +66,6 @@ struct Spec {
   int64_t batch, rows, cols, depth, kh, kw, fi, k;
   ConvAttrs attrs;
 };
-
-ConvAttrs Attrs(int64_t sh, int64_t sw, int64_t dh, int64_t dw, Padding padding, int64_t pt = 0, int64_t pb = 0,
-                int64_t pl = 0, int64_t pr = 0) {
-  ConvAttrs a;
-  a.stride_rows = sh, a.stride_cols = sw, a.dilation_rows = dh, a.dilation_cols = dw;
-  a.padding = padding, a.pad_top = pt, a.pad_bottom = pb, a.pad_left = pl, a.pad_right = pr;
-  return a;
-}
 
 std::vector<Spec> ListedSpecs() {
   return {
@@ -464,6 +459,79 @@ void Run(const Case& c, Kernel kernel, Direction dir, uint64_t seed) {
   }
 }
 
+// The CUTLASS plans' filter layouts (conv_gpu.h FilterToKrsc, KrscSumsToFilter) under every
+// seed: the KRSC copy of an HWIO filter exact, the HWIO filter gradient the sum of the float
+// splits in split order (bitwise), every output element stored once, no emulator report, on the
+// op's stream. Returns the number of failures.
+template <typename T>
+int64_t CheckLayouts(const ConvGeometry& g, int64_t splits) {
+  int64_t bad = 0;
+  const int64_t n = g.filter_elements();
+  std::vector<T> w(n);
+  for (int64_t i = 0; i < n; ++i) w[i] = static_cast<T>(static_cast<float>(i % 97) / 8 - 6);
+  std::vector<float> sums(splits * n);
+  for (int64_t i = 0; i < splits * n; ++i) sums[i] = static_cast<float>((i * 7919) % 1009) / 64 - 7;
+  auto krsc = [&](int64_t kh, int64_t kw, int64_t c, int64_t k) {
+    return ((k * g.filter_rows + kh) * g.filter_cols + kw) * g.filter_in_depth + c;
+  };
+  for (int sd = 1; sd <= seeds; ++sd) {
+    tf_ops_emu::SetSeed(static_cast<uint64_t>(sd));
+    tf_ops_emu::ClearReports();
+    std::vector<T> copy(n), dw(n);
+    Poison(copy.data(), n), Poison(dw.data(), n);
+    tf_ops_emu::ExpectStream(kStream);
+    tf_ops_emu::TrackStores(copy.data(), n * sizeof(T), sizeof(T));
+    std::string err = gpu::FilterToKrsc(Info<T>::dtype, g, w.data(), copy.data(), kStream);
+    const std::vector<int> copy_stores = tf_ops_emu::TrackedStores();
+    tf_ops_emu::TrackStores(dw.data(), n * sizeof(T), sizeof(T));
+    if (err.empty()) err = gpu::KrscSumsToFilter(Info<T>::dtype, g, sums.data(), splits, dw.data(), kStream);
+    const std::vector<int> dw_stores = tf_ops_emu::TrackedStores();
+    tf_ops_emu::ClearExpectedStream();
+    std::string what = err;
+    for (const std::string& r : tf_ops_emu::Reports()) what += " emulator: " + r;
+    for (int64_t i = 0; i < n && what.empty(); ++i) {
+      if (copy_stores[i] != 1 || dw_stores[i] != 1) what = "element " + std::to_string(i) + " not stored once";
+    }
+    for (int64_t kh = 0, i = 0; kh < g.filter_rows && what.empty(); ++kh)
+      for (int64_t kw = 0; kw < g.filter_cols; ++kw)
+        for (int64_t c = 0; c < g.filter_in_depth; ++c)
+          for (int64_t k = 0; k < g.out_depth; ++k, ++i) {
+            const int64_t j = krsc(kh, kw, c, k);
+            float sum = sums[j];
+            for (int64_t split = 1; split < splits; ++split) sum += sums[split * n + j];
+            if (std::memcmp(&copy[j], &w[i], sizeof(T)) != 0) what = "KRSC element " + std::to_string(j) + " wrong";
+            const T want = static_cast<T>(sum);
+            if (std::memcmp(&dw[i], &want, sizeof(T)) != 0) what = "HWIO sum " + std::to_string(i) + " wrong";
+          }
+    if (!what.empty()) {
+      ++bad;
+      std::printf("FAIL layouts %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 ", %" PRId64 " splits: %s\n",
+                  Info<T>::name, g.filter_rows, g.filter_cols, g.filter_in_depth, g.out_depth, splits, what.c_str());
+      break;
+    }
+  }
+  return bad;
+}
+
+int64_t CheckAllLayouts() {
+  int64_t bad = 0, checked = 0;
+  for (const auto& [kh, kw, c, k] : std::vector<std::array<int64_t, 4>>{{1, 1, 8, 8}, {3, 3, 8, 24}, {3, 2, 4, 12},
+                                                                      {7, 7, 16, 8}, {1, 1, 0, 8}}) {
+    ConvGeometry g;
+    g.filter_rows = kh, g.filter_cols = kw, g.filter_in_depth = c, g.in_depth = c, g.out_depth = k, g.groups = 1;
+    for (const int64_t splits : {1, 2, 5}) {
+      bad += CheckLayouts<Eigen::half>(g, splits) + CheckLayouts<Eigen::bfloat16>(g, splits) +
+             CheckLayouts<float>(g, splits);
+      checked += 3;
+    }
+  }
+  for (const auto& [name, most] : tf_ops_emu::LaunchedKernels()) {
+    std::printf("launched %s %" PRId64 "\n", name.c_str(), most);
+  }
+  std::printf("layouts checked %" PRId64 " failures %" PRId64 "\n", checked, bad);
+  return bad;
+}
+
 // PlanLaunch's rules over a space of problem sizes on both sides of its thresholds; the number
 // of sizes that broke one.
 int64_t CheckPlans() {
@@ -549,10 +617,12 @@ int Main(int argc, char** argv) {
       paths = true;
     } else if (std::strcmp(argv[i], "--plan-check") == 0) {
       return CheckPlans() == 0 ? 0 : 1;
+    } else if (std::strcmp(argv[i], "--layouts") == 0) {
+      return CheckAllLayouts() == 0 ? 0 : 1;
     } else {
       std::fprintf(stderr,
                    "usage: gpu_sweep [--seeds N] [--cover N] [--shard I/N] [--launch-bounds FILE] [--plant K] "
-                   "[--list] [--paths] [--plan-check]\n");
+                   "[--list] [--paths] [--plan-check] [--layouts]\n");
       return 2;
     }
   }

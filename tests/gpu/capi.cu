@@ -9,6 +9,7 @@
 #include "cc/core/conv_geometry.h"
 #include "cc/core/gpu/conv_gpu.h"
 #include "cc/core/gpu/cuda_compat.cuh"
+#include "cc/core/gpu/gpu_run.h"
 
 namespace {
 // Workspace buffers, reused call after call: the calls run in order on one stream, so the next
@@ -40,7 +41,8 @@ void* Take(int64_t bytes) {
 // direction: 0 forward (a = x, b = w, out = y), 1 backprop input (a = w, b = dy, out = dx),
 // 2 backprop filter (a = x, b = dy, out = dw). dtype: tf_ops::gpu::Dtype. layout: 0 NHWC,
 // 1 NCHW. padding: 0 SAME, 1 VALID, 2 EXPLICIT (pads top, bottom, left, right). kernel:
-// tf_ops::gpu::Kernel (0 chosen by the geometry, 1 the GEMM, 2 the direct kernel).
+// tf_ops::gpu::Kernel (0 chosen by the geometry, 1 the GEMM, 2 the direct kernel), or the op's
+// GPU plan (gpu_plan.h, CUTLASS's entries first): 3 with float32 as 3xTF32, 4 as TF32.
 // Returns 0, or 1 with the message in `error`. The call is queued on `stream`, not waited for.
 extern "C" int tf_ops_gpu_conv(int direction, int dtype, int layout, const int64_t* sizes /* N H W C KH KW FI K */,
                                const int64_t* attrs /* sh sw dh dw padding pt pb pl pr */, const void* a,
@@ -59,7 +61,19 @@ extern "C" int tf_ops_gpu_conv(int direction, int dtype, int layout, const int64
     TheWorkspace().next = 0;
     const tf_ops::gpu::WorkspaceFn workspace = Take;
     const auto k = static_cast<tf_ops::gpu::Kernel>(kernel);
-    if (direction == 0) err = tf_ops::gpu::ConvForward(dt, g, lay, a, b, out, s, workspace, k);
+    if (kernel >= 3) {
+      tf_ops::gpu::GpuCall call;
+      call.direction = static_cast<tf_ops::gpu::Direction>(direction);
+      call.dtype = dt, call.g = g, call.layout = lay;
+      call.float_math = kernel == 4 ? tf_ops::gpu::FloatMath::kTf32 : tf_ops::gpu::FloatMath::kTf32x3;
+#if defined(TF_OPS_CUDA_EMU)
+      const tf_ops::gpu::CutlassKernels* cutlass = nullptr;  // CUTLASS runs on sm_80 and newer only
+#else
+      const tf_ops::gpu::CutlassKernels* cutlass = &tf_ops::gpu::BuiltCutlassKernels();
+#endif
+      const tf_ops::gpu::GpuPlan plan = tf_ops::gpu::PlanGpu(call, cutlass);
+      err = tf_ops::gpu::RunGpuPlan(plan, a, b, out, plan.workspace_bytes > 0 ? Take(plan.workspace_bytes) : nullptr, s);
+    } else if (direction == 0) err = tf_ops::gpu::ConvForward(dt, g, lay, a, b, out, s, workspace, k);
     if (direction == 1) err = tf_ops::gpu::ConvBackpropInput(dt, g, lay, a, b, out, s, workspace, k);
     if (direction == 2) err = tf_ops::gpu::ConvBackpropFilter(dt, g, lay, a, b, out, s, workspace, k);
   }

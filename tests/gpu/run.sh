@@ -8,7 +8,10 @@
 #      kernels alone;
 #   4. the benchmark against cuDNN through PyTorch on the shapes of `python -m tf_ops bench`.
 # Writes its logs and the benchmark table to $OUT (default: a new temporary folder).
-# Usage: bash tests/gpu/run.sh   (TF_OPS_CUDA_ARCHS="90" limits the architectures built)
+# Usage: bash tests/gpu/run.sh   (TF_OPS_CUDA_ARCHS="90" limits the architectures built;
+# CUTLASS_INCLUDE names CUTLASS's headers where PyPI's nvidia-cutlass is not installed, e.g. a
+# copy carried to a machine without network: cp -r "$(python -c 'import cutlass_library, os;
+# print(os.path.dirname(cutlass_library.__file__))')/source/include" .cutlass-include)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$(mktemp -d)}
@@ -16,10 +19,22 @@ mkdir -p "$out"
 archs=${TF_OPS_CUDA_ARCHS:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d '.')}
 gencode=()
 for a in ${archs//;/ }; do gencode+=(-gencode "arch=compute_${a},code=sm_${a}"); done
+cutlass=${CUTLASS_INCLUDE:-}
+[[ -n "$cutlass" || ! -d .cutlass-include ]] || cutlass=.cutlass-include
+[[ -n "$cutlass" ]] || cutlass=$(python3 -c 'import importlib.util, os; s = importlib.util.find_spec("cutlass_library"); print(os.path.join(s.submodule_search_locations[0], "source", "include"))')
 lib="$out/libtf_ops_gpu.so"
-nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -shared "${gencode[@]}" -Werror all-warnings \
-  -Xcompiler -Wall,-Wextra,-Werror \
-  cc/core/gpu/conv_gpu.cu tests/gpu/capi.cu cc/core/conv_geometry.cc -o "$lib"
+# One nvcc process a source, in parallel, then one link.
+objs=()
+pids=()
+for src in cc/core/gpu/conv_gpu.cu cc/core/gpu/cutlass_*.cu cc/core/gpu/gpu_plan.cc cc/core/gpu/gpu_run.cc \
+           tests/gpu/capi.cu cc/core/conv_geometry.cc; do
+  obj="$out/$(basename "$src").o"
+  nvcc -std=c++17 -O3 -I. -isystem "$cutlass" --expt-relaxed-constexpr -Xcompiler -fPIC "${gencode[@]}" \
+    -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror -c "$src" -o "$obj" &
+  objs+=("$obj") pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+nvcc -shared "${gencode[@]}" "${objs[@]}" -o "$lib"
 echo "built $lib for ${archs}"
 # Each step runs whatever an earlier one found; the exit status says whether all passed.
 status=0
