@@ -291,20 +291,23 @@ class AccuracyTest(tf.test.TestCase):
             print(f"{algorithm:24s} {dtype:9s} {direction:16s} {ratio:17.3g}  {rel:21.2e}")
 
     def test_exact_mode_is_the_direct_sum(self):
-        # Outputs that read only zeros: the direct sum is exactly 0. Winograd computes them from
-        # the tile's whole 6x6 patch, so it leaves rounding error there; exact mode must not.
+        # Outputs that read only zeros (a dead block, as a ReLU leaves): the direct sum is exactly
+        # 0, and so is Winograd's result there (it would otherwise hold its transforms' rounding
+        # noise); elsewhere Winograd's sums differ from exact mode's direct sums.
         rng = np.random.default_rng(3)
         x = np.zeros((1, 8, 8, 32), np.float32)
         x[:, :5] = rng.standard_normal((1, 5, 8, 32))
         w = tf.constant(rng.standard_normal((3, 3, 32, 32)).astype(np.float32))
         x = tf.constant(x)
         self.assertFalse(tf_ops.exact_mode())
+        self.assertEqual(tf_ops.explain("conv2d", [1, 8, 8, 32], [3, 3, 32, 32], padding="SAME").algorithm, "winograd")
         fast = tf_ops.conv2d(x, w, [1, 1, 1, 1], "SAME").numpy()
         self.assertFalse(tf_ops.set_exact_mode(True))
         self.assertTrue(tf_ops.exact_mode())
         exact = tf_ops.conv2d(x, w, [1, 1, 1, 1], "SAME").numpy()
         np.testing.assert_array_equal(exact[:, 6:], 0.0)
-        self.assertGreater(np.count_nonzero(fast[:, 6:]), 0, "Winograd did not run with exact mode off")
+        np.testing.assert_array_equal(fast[:, 6:], 0.0)
+        self.assertGreater(np.count_nonzero(fast[:, :5] != exact[:, :5]), 0, "Winograd did not run")
         # Backprop input: dy nonzero only in its first rows.
         dy = np.zeros((1, 8, 8, 32), np.float32)
         dy[:, :5] = rng.standard_normal((1, 5, 8, 32))
@@ -312,7 +315,32 @@ class AccuracyTest(tf.test.TestCase):
         np.testing.assert_array_equal(exact_dx[:, 6:], 0.0)
         self.assertTrue(tf_ops.set_exact_mode(False))
         fast_dx = tf_ops.conv2d_backprop_input([1, 8, 8, 32], w, tf.constant(dy), [1, 1, 1, 1], "SAME").numpy()
-        self.assertGreater(np.count_nonzero(fast_dx[:, 6:]), 0)
+        np.testing.assert_array_equal(fast_dx[:, 6:], 0.0)
+        self.assertGreater(np.count_nonzero(fast_dx[:, :5] != exact_dx[:, :5]), 0, "Winograd did not run")
+
+    def test_winograd_keeps_a_dead_region_exactly_zero(self):
+        # A 3x3 layer over a ReLU'd input with a dead block inside the images (and groups, and
+        # NCHW): every output exactly 0 in exact mode is exactly 0 with Winograd too.
+        rng = np.random.default_rng(5)
+        for data_format, groups in (("NHWC", 1), ("NCHW", 1), ("NHWC", 2)):
+            with self.subTest(data_format=data_format, groups=groups):
+                x = np.maximum(rng.standard_normal((4, 32, 32, 64)), 0).astype(np.float32)
+                x[:, 8:20, 10:24, :] = 0
+                x[1, :, :, :32] = 0  # the first group's channels dead in one image
+                w = rng.standard_normal((3, 3, 64 // groups, 64)).astype(np.float32)
+                if data_format == "NCHW":
+                    x = x.transpose(0, 3, 1, 2)
+                run = lambda: tf_ops.conv2d(x, w, 1, "SAME", data_format=data_format).numpy()  # noqa: E731
+                fast = run()
+                previous = tf_ops.set_exact_mode(True)
+                try:
+                    exact = run()
+                finally:
+                    tf_ops.set_exact_mode(previous)
+                zeros = exact == 0
+                self.assertGreater(np.count_nonzero(zeros), 1000)
+                np.testing.assert_array_equal(fast[zeros], 0.0)
+                self.assertGreater(np.count_nonzero(fast != exact), 0, "Winograd did not run")
 
     def test_set_exact_mode_takes_a_bool(self):
         with self.assertRaisesRegex(TypeError, "True or False"):

@@ -286,7 +286,8 @@ PLANTED = [
 # emulated kernels ignore __launch_bounds__), so the sweep runs the kernels as they are, checking
 # their launches against the bounds nvcc compiled from the planted source.
 PLANTED_BOUNDS = ("launch bounds below the block",
-                  ("__launch_bounds__(Tiling::kThreads) GemmKernel", "__launch_bounds__(Tiling::kThreads / 2) GemmKernel"),
+                  ("__launch_bounds__(Tiling::kThreads, 2) GemmKernel",
+                   "__launch_bounds__(Tiling::kThreads / 2, 2) GemmKernel"),
                   r"more than the 128 of its __launch_bounds__, which CUDA refuses", 3)
 
 

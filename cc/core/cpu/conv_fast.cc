@@ -399,6 +399,71 @@ void SpaceToDepthNhwc(const Plan& plan, const ConvGeometry& g, bool forward, con
   }
 }
 
+// Whether element v is a zero (of either sign; a NaN is not).
+template <typename T>
+bool IsZero(T v) {
+  return static_cast<float>(v) == 0.0f;
+}
+
+// After a Winograd pass (NHWC, one chunk of images): every output whose window, in its group,
+// reads only zeros of src is set to an exact zero. The direct sum of such an output is 0, but
+// Winograd's transforms mix a tile's other pixels into it and leave rounding noise (about 1e-7 of
+// the tile's magnitude), which a following ReLU would let through where a region of the input
+// is dead (a ReLU'd zero block). Forward: y(n, oh, ow) reads x at (oh * sh - pad_top + kh * dh,
+// ow * sw - pad_left + kw * dw); backprop input: dx(n, ih, iw) reads dy at the (oh, ow) with
+// ih = oh * sh - pad_top + kh * dh (and the same for columns). A check stops at the first
+// nonzero value, so it costs a read of the window only where the window is all zeros (at most
+// 1 / (channels a group) of the convolution's multiplies).
+template <typename T>
+void ZeroDeadWindows(const ConvGeometry& g, bool forward, const T* src, T* dst, const ParallelFor& parallel_for) {
+  const int64_t G = g.groups;
+  const int64_t src_rows = forward ? g.in_rows : g.out_rows, src_cols = forward ? g.in_cols : g.out_cols;
+  const int64_t dst_rows = forward ? g.out_rows : g.in_rows, dst_cols = forward ? g.out_cols : g.in_cols;
+  const int64_t src_c = forward ? g.in_depth : g.out_depth, dst_c = forward ? g.out_depth : g.in_depth;
+  const int64_t src_group = src_c / G, dst_group = dst_c / G;
+  // The source index a tap reads from destination index `at` along one dimension, or -1.
+  const auto source = [forward](int64_t at, int64_t tap, int64_t stride, int64_t dilation, int64_t pad,
+                                int64_t size) -> int64_t {
+    if (forward) {
+      const int64_t i = at * stride - pad + tap * dilation;
+      return i >= 0 && i < size ? i : -1;
+    }
+    const int64_t num = at + pad - tap * dilation;
+    if (num < 0 || num % stride != 0 || num / stride >= size) return -1;
+    return num / stride;
+  };
+  const int64_t units = g.batch * dst_rows;
+  parallel_for(units, dst_cols * g.filter_rows * g.filter_cols * src_c / std::max<int64_t>(G, 1) + 1,
+               [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t n = u / dst_rows, r = u % dst_rows;
+      for (int64_t c = 0; c < dst_cols; ++c) {
+        for (int64_t grp = 0; grp < G; ++grp) {
+          bool dead = true;
+          for (int64_t kh = 0; kh < g.filter_rows && dead; ++kh) {
+            const int64_t i = source(r, kh, g.stride_rows, g.dilation_rows, g.pad_top, src_rows);
+            if (i < 0) continue;
+            for (int64_t kw = 0; kw < g.filter_cols && dead; ++kw) {
+              const int64_t j = source(c, kw, g.stride_cols, g.dilation_cols, g.pad_left, src_cols);
+              if (j < 0) continue;
+              const T* pixel = src + ((n * src_rows + i) * src_cols + j) * src_c + grp * src_group;
+              for (int64_t k = 0; k < src_group; ++k) {
+                if (!IsZero(pixel[k])) {
+                  dead = false;
+                  break;
+                }
+              }
+            }
+          }
+          if (!dead) continue;
+          T* const out = dst + ((n * dst_rows + r) * dst_cols + c) * dst_c + grp * dst_group;
+          std::fill(out, out + dst_group, T(0.0f));
+        }
+      }
+    }
+  });
+}
+
 // The plan's NHWC pass of forward (reads x, writes y) or backprop input (reads dy, writes dx)
 // over g, one chunk of images.
 template <typename T>
@@ -406,9 +471,11 @@ void RunPass(const Plan& plan, const ConvGeometry& first, const ConvGeometry& g,
              const T* src, T* dst, const ParallelFor& parallel_for) {
   switch (plan.algorithm) {
     case Algorithm::kWinograd:
-      return WinogradNhwc(WinogradOfChunk<T>(plan.winograd_pass, first, g, forward), g, forward, w, src, dst,
-                          parallel_for);
+      WinogradNhwc(WinogradOfChunk<T>(plan.winograd_pass, first, g, forward), g, forward, w, src, dst, parallel_for);
+      return ZeroDeadWindows(g, forward, src, dst, parallel_for);
     case Algorithm::kWinogradSpaceToDepth:
+      SpaceToDepthNhwc(plan, g, forward, w, src, dst, parallel_for);
+      return ZeroDeadWindows(g, forward, src, dst, parallel_for);
     case Algorithm::kSpaceToDepth:
       return SpaceToDepthNhwc(plan, g, forward, w, src, dst, parallel_for);
     case Algorithm::kColumnsMerged:
