@@ -412,10 +412,9 @@ bool IsZero(T v) {
 // is dead (a ReLU'd zero block). Forward: y(n, oh, ow) reads x at (oh * sh - pad_top + kh * dh,
 // ow * sw - pad_left + kw * dw); backprop input: dx(n, ih, iw) reads dy at the (oh, ow) with
 // ih = oh * sh - pad_top + kh * dh (and the same for columns). A first pass on the calling thread
-// reads one value a window (the first it holds): where none is zero, nothing is dead and the
-// pass ends there, at the cost of a read an output pixel and group. Otherwise every window is
-// read, on the pool, up to its first nonzero value (in full only where it is dead: at most
-// 1 / (channels a group) of the convolution's multiplies).
+// reads the first value of each source pixel's group: where none is zero, nothing is dead and
+// the pass ends there. Otherwise every window is read, on the pool, up to its first nonzero value
+// (in full only where it is dead: at most 1 / (channels a group) of the convolution's multiplies).
 template <typename T>
 void ZeroDeadWindows(const ConvGeometry& g, bool forward, const T* src, T* dst, const ParallelFor& parallel_for) {
   const int64_t G = g.groups;
@@ -434,9 +433,8 @@ void ZeroDeadWindows(const ConvGeometry& g, bool forward, const T* src, T* dst, 
     if (num < 0 || num % stride != 0 || num / stride >= size) return -1;
     return num / stride;
   };
-  // Whether the window of output (n, r, c) in group grp reads only zeros; with `first`, whether
-  // its first value is zero (a window of padding alone counts as dead either way).
-  const auto dead = [&](int64_t n, int64_t r, int64_t c, int64_t grp, bool first) {
+  // Whether the window of output (n, r, c) in group grp reads only zeros (or only padding).
+  const auto dead = [&](int64_t n, int64_t r, int64_t c, int64_t grp) {
     for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
       const int64_t i = source(r, kh, g.stride_rows, g.dilation_rows, g.pad_top, src_rows);
       if (i < 0) continue;
@@ -446,17 +444,18 @@ void ZeroDeadWindows(const ConvGeometry& g, bool forward, const T* src, T* dst, 
         const T* pixel = src + ((n * src_rows + i) * src_cols + j) * src_c + grp * src_group;
         for (int64_t k = 0; k < src_group; ++k) {
           if (!IsZero(pixel[k])) return false;
-          if (first) return true;
         }
       }
     }
     return true;
   };
+  // A window of zeros holds a pixel whose group starts with a zero: where no pixel's does, none
+  // is dead (a window of padding alone gives exact zeros without this pass).
   bool suspect = false;
-  for (int64_t n = 0; n < g.batch && !suspect; ++n)
-    for (int64_t r = 0; r < dst_rows && !suspect; ++r)
-      for (int64_t c = 0; c < dst_cols && !suspect; ++c)
-        for (int64_t grp = 0; grp < G && !suspect; ++grp) suspect = dead(n, r, c, grp, /*first=*/true);
+  const int64_t pixels = g.batch * src_rows * src_cols;
+  for (int64_t p = 0; p < pixels && !suspect; ++p) {
+    for (int64_t grp = 0; grp < G; ++grp) suspect = suspect || IsZero(src[p * src_c + grp * src_group]);
+  }
   if (!suspect) return;
   parallel_for(g.batch * dst_rows, dst_cols * g.filter_rows * g.filter_cols * src_group * G + 1,
                [&](int64_t begin, int64_t end) {
@@ -464,7 +463,7 @@ void ZeroDeadWindows(const ConvGeometry& g, bool forward, const T* src, T* dst, 
       const int64_t n = u / dst_rows, r = u % dst_rows;
       for (int64_t c = 0; c < dst_cols; ++c) {
         for (int64_t grp = 0; grp < G; ++grp) {
-          if (!dead(n, r, c, grp, /*first=*/false)) continue;
+          if (!dead(n, r, c, grp)) continue;
           T* const out = dst + ((n * dst_rows + r) * dst_cols + c) * dst_c + grp * dst_group;
           std::fill(out, out + dst_group, T(0.0f));
         }
