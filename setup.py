@@ -36,6 +36,7 @@ SOURCES = [
     "cc/core/cpu/conv_fast.cc",
     "cc/core/cpu/conv_winograd.cc",
     "cc/core/cpu/plan.cc",
+    "cc/core/cpu/roofline.cc",
     "cc/core/cpu/microkernels_generic.cc",
     "cc/ops/conv_ops.cc",
     "cc/kernels/conv_plan.cc",

@@ -5,7 +5,9 @@
                                            from what it would write
 
 Every bench_*.csv of benchmarks/results/ gets a section of docs/speed.md: the machine, the
-geometric mean of the speed ratio per op (or direction) and dtype, and every row. A CSV written
+geometric mean of the speed ratio per op (or direction) and dtype, and every row; so does every
+kernels*.json (`bench --kernels`: the CPU kernel tables against their peak) and models*.json
+(`bench --models`: Keras models' training steps). A CSV written
 by `python -m tf_ops bench` (a tf_ms column) has its run's JSON beside it, which names the
 machine; one written by tests/gpu/harness.py (a cudnn_ms column) has none, so GPU_RUNS below
 records where it ran. The README's summary lies between SUMMARY_START and SUMMARY_END.
@@ -54,13 +56,21 @@ python -m tf_ops bench                # about 2 minutes on 2 cores; into tf_ops_
 python -m tf_ops bench --onednn off   # against TensorFlow's native kernels, not oneDNN
 python -m tf_ops bench --filter stem  # rows whose "op shape dtype" matches a regex
 python -m tf_ops bench --out benchmarks/results   # the committed results
+TF_OPS_CPU_ISA=avx2 python -m tf_ops bench --onednn off   # tf_ops on its AVX2 kernel table
+python -m tf_ops bench --kernels      # each CPU kernel table against its own peak (1 minute)
+python -m tf_ops bench --models       # Keras models' training steps (ResNet50, ...; 2 minutes)
 python benchmarks/report.py           # then this page and the README's summary
 python benchmarks/report.py --check   # exits 1, naming the file, if either is stale
 ```
 
 A run writes `bench_onednn_on.csv` (`bench_onednn_off.csv` with oneDNN off), a JSON of the same
 name with the machine and settings, and a plot; it rewrites `benchmarks/results/` only when
-`--out` names it. The plot
+`--out` names it; with `TF_OPS_CPU_ISA` set, the table's name joins the file's
+(`bench_avx2_onednn_off.csv`). `TF_OPS_CPU_ISA` (`generic`, `avx2`, `avx512`, `avx512_bf16`,
+`amx_bf16`) makes tf_ops run that kernel table for the whole process, so an AVX-512 machine
+measures the AVX2 table too; tf_ops refuses to load where the processor cannot run it.
+`--kernels` writes `kernels.json`, `--models` `models_onednn_on.json` (the same naming).
+The plot
 needs matplotlib (`pip install '.[bench]'`); without it the run says so in one line and writes
 the tables. `python -m tf_ops bench --quick` runs tiny shapes through every path (the test suite
 runs it). The GPU tables come from `bash tests/gpu/run.sh` on a machine with an NVIDIA GPU
@@ -185,6 +195,10 @@ def machine_text(meta):
             f"{meta.get('tensorflow', '?')} with oneDNN {onednn(meta)}; tf_ops "
             f"{ours.get('version', '?')}, built with "
             f"{ours.get('build', {}).get('compiler_version', 'a compiler not recorded')}.")
+    forced = re.match(r"bench_(?:quick_)?(\w+?)_onednn_", meta.get("file", ""))
+    if forced:
+        text += (f" tf_ops ran its `{forced.group(1)}` table, named by `TF_OPS_CPU_ISA`, not the processor's best; "
+                 "TensorFlow ran as it does on this processor.")
     if "gflops_before" in peak:
         text += (f" GEMM rate ({peak.get('what', 'not described')}): "
                  f"{peak['gflops_before']:.1f} GFLOP/s before the rows, "
@@ -245,6 +259,87 @@ def gpu_section(name, rows):
     return "\n".join(out)
 
 
+def run_text(meta):
+    """Machine, software and date of a --kernels or --models run, from its JSON."""
+    m = meta.get("machine", {})
+    flags = m.get("isa_flags", {})
+    has = ", ".join(ISA_NAMES.get(k, k) for k, v in flags.items() if v) or "none listed"
+    text = (f"{m.get('processor', 'processor not recorded')}, {m.get('logical_cpus', '?')} logical CPUs "
+            f"({m.get('intra_op_threads', '?')} intra-op threads), with {has}. TensorFlow "
+            f"{meta.get('tensorflow', '?')}")
+    if "keras" in meta:
+        text += f", Keras {meta['keras']}, oneDNN {onednn(meta)}; tf_ops' CPU kernels `{meta.get('cpu_kernel_isa', '?')}`"
+    text += f"; tf_ops {meta.get('tf_ops', '?')}."
+    best = "avx512" if flags.get("avx512f") else "avx2" if flags.get("avx2") else "generic"
+    if meta.get("cpu_kernel_isa") in ("generic", "avx2") and meta["cpu_kernel_isa"] != best:
+        text += (f" tf_ops ran its `{meta['cpu_kernel_isa']}` table, named by `TF_OPS_CPU_ISA`, not the "
+                 "processor's best; TensorFlow ran as it does on this processor.")
+    if "date" in meta:
+        text += f" Run on {meta['date'][:10]}, {meta.get('wall_s', 0):.0f} s in all."
+    return text
+
+
+def run_section(title, meta, description, columns):
+    """The head of a --kernels or --models section: title, machine, description, table header."""
+    return [title, "", para("Machine: " + run_text(meta)), "", para(description), "",
+            "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
+KERNELS_TEXT = (
+    "Each kernel table this processor runs, on all intra-op threads at once: `peak` is a loop of independent "
+    "multiply-adds on the table's vectors (fused where the instruction set has FMA), the `gemm` rows the table's "
+    "float GEMM tiles on a reduction of 512 with their operands in cache (`affine`: forward and backprop input; "
+    "`strided`: backprop filter), and the layer rows float32 NHWC layers through the ops in a process whose "
+    "`TF_OPS_CPU_ISA` names the table, with the pass `tf_ops.explain` names: useful GFLOP/s of the forward "
+    "convolution over our time, so Winograd, which does a quarter of the multiplies, can pass 100%. Fractions "
+    "are of the same table's peak, measured in the same run.")
+MODELS_TEXT = (
+    "The training step of each model (forward in training mode, loss, the gradient of every weight; one "
+    "`tf.function` a side, no XLA): Keras's layers against the same model with every `Conv2D`, "
+    "`DepthwiseConv2D` and `Conv2DTranspose` swapped for `tf_ops.layers`' (Keras's weights copied in), steps "
+    "alternating on the same batch. Keras/ours above 1: the model on tf_ops' layers trains faster. Gradient "
+    "error: the largest over the weight tensors of max |g - g64| / max |g64|, batch norms in inference mode, "
+    "against the Keras model in float64 with the same weights and batch. In a deep ReLU network this error is "
+    "set by the few ReLUs whose input lies within rounding of zero, which go one way or the other with the order "
+    "of each sum: on ResNet50 the float32 gradients of Keras's own layers land 3e-4 (TensorFlow's Eigen kernels) "
+    "to 6e-2 (oneDNN) from float64, and tf_ops' direct sums (exact mode) land where oneDNN's do.")
+
+
+def kernels_section(name, meta):
+    out = run_section(f"## CPU kernel tables against their peak: `{name}`", meta, KERNELS_TEXT,
+                      ("table", "kernel or layer", "GFLOP/s", "of peak"))
+    for t in meta.get("tables", []):
+        for k in t["kernels"]:
+            label = f"`{k['kernel']}`" + ("" if k["kernel"] == "peak" else f" ({k['where']})")
+            out.append(f"| `{t['table']}` | {label} | {sig(k['gflops'])} | {k['peak_fraction']:.0%} |")
+        for p in t["passes"]:
+            label = (f"`{p['op']}` `{p['shape']}` batch {p['n']}: `{p['algorithm']}`"
+                     + (" (exact mode)" if p["exact"] else ""))
+            out.append(f"| `{t['table']}` | {label} | {sig(p['gflops'])} | {p['peak_fraction']:.0%} |")
+    return "\n".join(out)
+
+
+def models_section(name, meta):
+    out = run_section(f"## Models: `{name}`", meta, MODELS_TEXT,
+                      ("model", "batch", "input", "convolutions", "Keras ms", "ours ms", "Keras/ours",
+                       "gradient error Keras", "gradient error ours"))
+    for r in meta.get("rows", []):
+        shape = "x".join(str(d) for d in r["input"])
+        out.append(f"| `{r['model']}` | {r['batch']} | {shape} | {r['convolutions_swapped']} | "
+                   f"{sig(r['keras_ms'])} | {sig(r['ours_ms'])} | {sig(r['ratio'])} | "
+                   f"{r['grad_error_keras']:.1e} | {r['grad_error_ours']:.1e} |")
+    return "\n".join(out)
+
+
+def runs():
+    """[(JSON name, "kernels" or "models", its content)] of benchmarks/results."""
+    found = []
+    for kind in ("kernels", "models"):
+        for path in sorted(RESULTS.glob(f"{kind}*.json")):
+            found.append((path.name, kind, json.loads(path.read_text())))
+    return found
+
+
 def tables():
     """[(CSV name, "cpu" or "gpu", rows, the JSON beside it or {}, the plot's name or None)]
     of benchmarks/results, CPU tables first."""
@@ -256,18 +351,23 @@ def tables():
         if kind is None:
             raise SystemExit(f"{path}: no rows with a tf_ms or a cudnn_ms column")
         meta_path, plot_path = path.with_suffix(".json"), path.with_suffix(".png")
-        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        meta = dict(json.loads(meta_path.read_text()), file=path.name) if meta_path.exists() else {}
         found.append((path.name, kind, rows, meta, plot_path.name if plot_path.exists() else None))
     order = list(GPU_RUNS)  # the latest first
-    return sorted(found, key=lambda t: (t[1] != "cpu", order.index(t[0]) if t[0] in order
+    return sorted(found, key=lambda t: (t[1] != "cpu", t[0] != SUMMARY_CPU, order.index(t[0]) if t[0] in order
                                         else len(order), t[0]))
 
 
-def speed_page(found):
+def speed_page(found, other_runs=()):
     sections = [HEADER.rstrip("\n")]
     for name, kind, rows, meta, plot in found:
-        sections.append(cpu_section(name, rows, meta, plot) if kind == "cpu"
-                        else gpu_section(name, rows))
+        if kind == "cpu":
+            sections.append(cpu_section(name, rows, meta, plot))
+    for name, kind, meta in other_runs:
+        sections.append(kernels_section(name, meta) if kind == "kernels" else models_section(name, meta))
+    for name, kind, rows, meta, plot in found:
+        if kind == "gpu":
+            sections.append(gpu_section(name, rows))
     return "\n\n".join(sections) + "\n"
 
 
@@ -311,7 +411,7 @@ def main(argv=None):
                         help="write nothing; exit 1 if docs/speed.md or README.md would change")
     args = parser.parse_args(argv)
     found = tables()
-    wanted = {SPEED: speed_page(found), README: readme_with(README.read_text(), summary(found))}
+    wanted = {SPEED: speed_page(found, runs()), README: readme_with(README.read_text(), summary(found))}
     stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
     for path in stale:
         if args.check:

@@ -13,21 +13,22 @@ import tempfile
 import pytest
 import tensorflow as tf
 
+import core_build
 import tf_ops._selfcheck
 
 
-def _bench(cwd, *args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+def _bench(cwd, *args, **env_vars):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **env_vars)
     return subprocess.run([sys.executable, "-m", "tf_ops", "bench", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
 class BenchTest(tf.test.TestCase):
 
-    def _check_outputs(self, proc, out, onednn):
+    def _check_outputs(self, proc, out, onednn, table=""):
         tail = (proc.stdout + proc.stderr)[-4000:]
         self.assertEqual(proc.returncode, 0, tail)
-        stem = out / f"bench_quick_onednn_{onednn}"
+        stem = out / f"bench_quick{'_' + table if table else ''}_onednn_{onednn}"
         self.assertTrue(stem.with_suffix(".csv").is_file(), tail)
         self.assertTrue(stem.with_suffix(".json").is_file(), tail)
         with open(stem.with_suffix(".csv"), newline="") as f:
@@ -69,15 +70,61 @@ class BenchTest(tf.test.TestCase):
     @pytest.mark.exhaustive
     def test_onednn_flag_reruns_in_the_other_mode(self):
         # Without --out, into tf_ops_bench/ of the current folder (a run from the checkout's
-        # root leaves the committed benchmarks/results alone).
+        # root leaves the committed benchmarks/results alone). TF_OPS_CPU_ISA names the kernel
+        # table for the rerun too, and joins the files' names.
         other = "off" if self._onednn() else "on"
+        table = "avx2" if "avx2" in core_build.available_isas() else "generic"
         with tempfile.TemporaryDirectory() as cwd:
             out = pathlib.Path(cwd) / "tf_ops_bench"
-            proc = _bench(cwd, "--quick", "--onednn", other, "--filter", "^conv2d tiny(_dilated)? float32")
-            rows = self._check_outputs(proc, out, other)
+            proc = _bench(cwd, "--quick", "--onednn", other, "--filter", "^conv2d tiny(_dilated)? float32",
+                          TF_OPS_CPU_ISA=table)
+            rows = self._check_outputs(proc, out, other, table)
             self.assertEqual(sorted(os.listdir(cwd)), ["tf_ops_bench"])
+            with open(out / f"bench_quick_{table}_onednn_{other}.json") as f:
+                self.assertEqual(json.load(f)["tf_ops"]["cpu_kernel_isa"], table)
         self.assertEqual(len(rows), 2)
         self.assertIn(f"oneDNN {other}", proc.stdout)
+        self.assertIn(f"CPU micro-kernels: {table})", proc.stdout)
+
+    def _quick_report(self, flag, name):
+        """The process and the JSON report of `bench <flag> --quick`."""
+        with tempfile.TemporaryDirectory() as cwd:
+            out = pathlib.Path(cwd) / "results"
+            proc = _bench(cwd, flag, "--quick", "--out", str(out))
+            self.assertEqual(proc.returncode, 0, (proc.stdout + proc.stderr)[-4000:])
+            with open(out / name) as f:
+                return proc, json.load(f)
+
+    def test_kernels_run(self):
+        proc, report = self._quick_report("--kernels", "kernels_quick.json")
+        # Every float table this processor runs, narrowest first.
+        usable = core_build.available_isas()
+        self.assertEqual([t["table"] for t in report["tables"]],
+                         [isa for isa in ("generic", "avx2", "avx512") if isa in usable])
+        for t in report["tables"]:
+            kernels = t["kernels"]
+            self.assertEqual(kernels[0]["kernel"], "peak")
+            self.assertGreater(t["peak_gflops"], 0)
+            names = {k["kernel"].split()[0] for k in kernels[1:]}
+            self.assertEqual(names, {"gemm.affine", "gemm.strided"}, t["table"])
+            for row in kernels[1:] + t["passes"]:
+                self.assertGreater(row["gflops"], 0, (t["table"], row))
+                self.assertAlmostEqual(row["peak_fraction"], row["gflops"] / t["peak_gflops"])
+            self.assertEqual([p["algorithm"] for p in t["passes"]], ["winograd", "filter_gemm"], t["table"])
+            self.assertIn(f"{t['table']:<8} peak", proc.stdout)
+
+    def test_models_run(self):
+        _, report = self._quick_report("--models", f"models_quick_onednn_{'on' if self._onednn() else 'off'}.json")
+        rows = {r["model"]: r for r in report["rows"]}
+        self.assertEqual(sorted(rows), ["dcgan_generator", "mobilenet_v2"])
+        # MobileNetV2 at alpha 0.35: 35 Conv2D and 17 DepthwiseConv2D; the generator: 3 transposed.
+        self.assertEqual(rows["mobilenet_v2"]["convolutions_swapped"], 52)
+        self.assertEqual(rows["dcgan_generator"]["convolutions_swapped"], 3)
+        for r in rows.values():
+            self.assertGreater(r["ratio"], 0)
+            # Both sides' gradients near the float64 model's, ours within a small factor of Keras's.
+            self.assertLess(r["grad_error_keras"], 1e-4, r)
+            self.assertLess(r["grad_error_ours"], max(10 * r["grad_error_keras"], 1e-5), r)
 
     @staticmethod
     def _onednn():

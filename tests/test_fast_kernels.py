@@ -160,7 +160,7 @@ class FastKernelsTest(tf.test.TestCase):
 
     def test_every_instruction_set(self):
         # The micro-kernels are compiled once per instruction set and picked at run time;
-        # TF_OPS_CPU_ISA caps the choice, so each set this processor has runs here.
+        # TF_OPS_CPU_ISA names the table, so each set this processor has runs here.
         script = (
             "import sys, numpy as np, tensorflow as tf, common, tf_ops\n"
             "from test_fast_kernels import CASES, DEPTHWISE_CASES\n"
@@ -188,6 +188,43 @@ class FastKernelsTest(tf.test.TestCase):
             self.assertEqual(proc.returncode, 0, f"{isa}: {proc.stderr[-3000:]}")
             self.assertIn(f"isa {isa}", proc.stdout)
             self.assertIn("ok", proc.stdout)
+
+
+class ForcedInstructionSetTest(tf.test.TestCase):
+    """TF_OPS_CPU_ISA names the kernel table for the whole process; a name that is no table, or
+    one this processor cannot run, is refused with its value named: at import, and by each op
+    of a library loaded without tf_ops' Python package."""
+
+    SCRIPT_IMPORT = "import tf_ops\n"
+    SCRIPT_OP = (
+        "import sys, tensorflow as tf\n"
+        "lib = tf.load_op_library(sys.argv[1])\n"
+        "try:\n"
+        "    lib.tf_ops_conv2d(input=tf.ones([1, 4, 4, 2]), filter=tf.ones([1, 1, 2, 2]), strides=[1, 1, 1, 1],\n"
+        "                      padding='VALID')\n"
+        "except tf.errors.InvalidArgumentError as e:\n"
+        "    print('refused:', e.message)\n")
+
+    def _run(self, script, isa, *args):
+        env = dict(os.environ, TF_OPS_CPU_ISA=isa, TF_CPP_MIN_LOG_LEVEL="2")
+        with tempfile.TemporaryDirectory() as cwd:
+            return subprocess.run([sys.executable, "-c", script, *args], cwd=cwd, env=env, capture_output=True,
+                                  text=True, timeout=300)
+
+    def test_refused_names(self):
+        usable = core_build.available_isas()
+        lacking = [isa for isa in ("avx2", "avx512", "avx512_bf16", "amx_bf16") if isa not in usable]
+        for isa, why in [("avx3", "not an instruction set of the CPU kernels (generic, avx2, avx512, "
+                                  "avx512_bf16, amx_bf16)")] + [
+                (isa, f"this processor (or its operating system) cannot run the {isa} kernels; it runs "
+                      + ", ".join(usable)) for isa in lacking]:
+            proc = self._run(self.SCRIPT_IMPORT, isa)
+            self.assertNotEqual(proc.returncode, 0, isa)
+            self.assertIn(f"ImportError: tf_ops: TF_OPS_CPU_ISA={isa}: {why}", proc.stderr)
+            proc = self._run(self.SCRIPT_OP, isa, tf_ops.library_path())
+            self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+            self.assertIn("refused:", proc.stdout)
+            self.assertIn(f" Conv2D: TF_OPS_CPU_ISA={isa}: {why}", proc.stdout)
 
 
 class NarrowingTest(tf.test.TestCase):

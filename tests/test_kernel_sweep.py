@@ -7,7 +7,7 @@ that every path and every micro-kernel of the instruction set's table was reache
 The driver (its source free of TensorFlow, compiled with the flags the installed library was
 built with) is linked against the installed library: it proves the core and micro-kernels that
 TensorFlow runs. The exhaustive tier runs every geometry on every instruction set this processor
-has (capped by TF_OPS_CPU_ISA), in parts of the geometries (--shard), four per processor, side
+has (named by TF_OPS_CPU_ISA), in parts of the geometries (--shard), four per processor, side
 by side, each on all of them (--isas: a case's float64 results computed once). The fast tier,
 and .ci/sanitize (under TF_OPS_SANITIZE=1, the driver built with AddressSanitizer and
 UndefinedBehaviorSanitizer), run the best instruction set on a sample of about one geometry in

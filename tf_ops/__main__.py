@@ -199,7 +199,7 @@ def selfcheck_main(argv=None):
     print(f"library: {tf_ops.library_path()}")
     print(f"built for TensorFlow {info.get('tf_version', '?')} with {info.get('compiler_version', '?')}")
     print(f"compile flags: {' '.join(_shown_flags(info.get('compile_flags', [])))}")
-    print(f"CPU micro-kernels: {tf_ops.cpu_kernel_isa()} (TF_OPS_CPU_ISA caps the choice)")
+    print(f"CPU micro-kernels: {tf_ops.cpu_kernel_isa()} (TF_OPS_CPU_ISA names another)")
     print(_gpu_line(info))
     print()
     xla_rows, xla_ok = _xla_rows()

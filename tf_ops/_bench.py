@@ -655,6 +655,15 @@ def write_plot(path, rows, title):
 DEFAULT_OUT = "tf_ops_bench"
 
 
+def result_stem(out, kind, quick, onednn=None, per_table=True):
+    """out/<kind>[_quick][_<table>][_onednn_<on|off>]: <table> is TF_OPS_CPU_ISA where it names
+    the kernel table (and the run is per_table), so that runs of each table sit side by side."""
+    forced = os.environ.get("TF_OPS_CPU_ISA") if per_table else None
+    name = (kind + ("_quick" if quick else "") + (f"_{forced}" if forced else "")
+            + ("" if onednn is None else f"_onednn_{'on' if onednn else 'off'}"))
+    return os.path.join(out, name)
+
+
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m tf_ops bench", description=__doc__.splitlines()[0],
                                      allow_abbrev=False)
@@ -663,6 +672,12 @@ def _parse(argv):
                              "says, which is on unless it is 0)")
     parser.add_argument("--filter", metavar="REGEX", help="only rows whose 'op shape dtype' text matches")
     parser.add_argument("--quick", action="store_true", help="tiny shapes: a smoke test of every path")
+    parser.add_argument("--kernels", action="store_true",
+                        help="instead of the layers against TensorFlow: each CPU kernel table's tiles and passes "
+                             "against the table's own arithmetic peak (kernels.json)")
+    parser.add_argument("--models", action="store_true",
+                        help="instead of the layers: training steps of whole Keras models, tf_ops' layers "
+                             "against Keras's (models_onednn_*.json)")
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"folder for the CSV, JSON and PNG (default: {DEFAULT_OUT} in the current folder; "
                              "the checkout's committed results are benchmarks/results, written only when named)")
@@ -703,6 +718,16 @@ def main(argv=None):
     onednn = sc.onednn_enabled()
     if args.onednn is not None and (args.onednn == "on") != onednn:
         return _rerun_with_onednn(args.onednn, argv)
+
+    if args.kernels and args.models:
+        print("--kernels and --models are separate runs: name one", file=sys.stderr)
+        return 2
+    if args.kernels:
+        from tf_ops import _bench_kernels
+        return _bench_kernels.main(args)
+    if args.models:
+        from tf_ops import _bench_models
+        return _bench_models.main(args)
 
     started = time.perf_counter()
     shapes = QUICK_SHAPES if args.quick else SHAPES
@@ -787,7 +812,7 @@ def main(argv=None):
     wall = time.perf_counter() - started
     now = datetime.datetime.now()
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"bench{'_quick' if args.quick else ''}_onednn_{'on' if onednn else 'off'}")
+    stem = result_stem(args.out, "bench", args.quick, onednn)
     write_csv(stem + ".csv", results)
     report = {
         "date": now.isoformat(timespec="seconds"),

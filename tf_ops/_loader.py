@@ -71,6 +71,12 @@ def load_library():
         _LIBRARY = tf.load_op_library(path)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, OSError) as e:
         raise ImportError(f"tf_ops: could not load {path}: {e}. {advice}") from e
+    isa_error = ctypes.CDLL(path).TfOpsCpuKernelIsaError
+    isa_error.restype = ctypes.c_char_p
+    refused = isa_error().decode()
+    if refused:
+        # The ops would fail with the same sentence; say it once, here.
+        raise ImportError(f"tf_ops: {refused}", name="tf_ops")
     return _LIBRARY
 
 
@@ -78,9 +84,9 @@ def cpu_kernel_isa():
     """The instruction set of the CPU micro-kernels this processor runs: "amx_bf16" (AVX-512
     with bfloat16 dot products, and AMX tiles for the bfloat16 GEMMs of the forward and
     backprop-input passes), "avx512_bf16" (AVX-512 with bfloat16 dot products), "avx512",
-    "avx2" or "generic". Chosen once per process from what the processor and OS support,
-    capped by the environment variable TF_OPS_CPU_ISA (one of those five names) if it is
-    set."""
+    "avx2" or "generic". Chosen once per process: the best the processor and OS support, or
+    the one the environment variable TF_OPS_CPU_ISA names (one of those five; tf_ops refuses
+    to import where the processor cannot run it)."""
     load_library()
     fn = ctypes.CDLL(library_path()).TfOpsCpuKernelIsa
     fn.restype = ctypes.c_char_p

@@ -14,6 +14,8 @@
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
 #include "cc/core/cpu/conv_fast.h"
+#include "cc/core/cpu/microkernels.h"
+#include "cc/core/cpu/roofline.h"
 #include "cc/core/cpu/pull_chunks.h"
 #include "cc/kernels/conv_plan.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -176,6 +178,10 @@ class ConvOp : public OpKernel {
  public:
   ConvOp(OpKernelConstruction* ctx, const OpSpec& spec) : OpKernel(ctx), spec_(spec) {
     OP_REQUIRES_OK(ctx, ParseAttrs(ctx, spec_, &attrs_));
+    if constexpr (std::is_same_v<Device, CpuDevice>) {
+      const std::string& isa_error = cpu::KernelIsaError();
+      OP_REQUIRES(ctx, isa_error.empty(), absl::InvalidArgumentError(Cat(spec_.label, ": ", isa_error)));
+    }
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -364,6 +370,34 @@ TF_OPS_REGISTER_WITH_INT32(int32_t)
 // "avx512", "avx2" or "generic"), for tf_ops.cpu_kernel_isa() (through ctypes).
 extern "C" __attribute__((visibility("default"))) const char* TfOpsCpuKernelIsa() {
   return tf_ops::cpu::FastKernelIsa();
+}
+
+// Why TF_OPS_CPU_ISA was refused (cc/core/cpu/microkernels.h), or "": for tf_ops' import.
+extern "C" __attribute__((visibility("default"))) const char* TfOpsCpuKernelIsaError() {
+  return tf_ops::cpu::KernelIsaError().c_str();
+}
+
+// The roofline of CPU kernel table `isa` (cc/core/cpu/roofline.h), for `python -m tf_ops bench
+// --kernels`: one line per row, "kernel<TAB>where<TAB>GFLOP/s", or one line "error: ...".
+// Writes at most `size` bytes (NUL included) and returns the length of the whole text.
+extern "C" __attribute__((visibility("default"))) int64_t TfOpsCpuRoofline(const char* isa, int threads,
+                                                                         double seconds, char* out,
+                                                                         int64_t size) {
+  std::string text;
+  try {
+    std::vector<tf_ops::cpu::RooflineRow> rows;
+    const std::string err = tf_ops::cpu::Roofline(isa, threads, seconds, &rows);
+    if (!err.empty()) text = "error: " + err + "\n";
+    for (const auto& r : rows) text += tf_ops::Cat(r.kernel, "\t", r.where, "\t", r.gflops, "\n");
+  } catch (const std::exception& e) {
+    text = tf_ops::Cat("error: ", e.what(), "\n");
+  }
+  if (size > 0) {
+    const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(size - 1));
+    std::copy(text.begin(), text.begin() + n, out);
+    out[n] = '\0';
+  }
+  return static_cast<int64_t>(text.size());
 }
 
 // Exact mode of the CPU kernels (cc/core/cpu/conv_fast.h), for tf_ops.set_exact_mode() and

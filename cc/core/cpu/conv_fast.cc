@@ -104,16 +104,65 @@ KernelTable BuildKernels(const std::string& cap) {
 // The table UseKernelsForTesting chose, if it was called.
 std::atomic<const KernelTable*> chosen_kernels{nullptr};
 
+constexpr const char* kIsaNames[] = {"generic", "avx2", "avx512", "avx512_bf16", "amx_bf16"};
+
+// The table of TF_OPS_CPU_ISA (the processor's best where it is unset), or the processor's best
+// and why the value was refused.
+struct EnvironmentKernels {
+  KernelTable table;
+  std::string error;
+};
+
+const EnvironmentKernels& FromEnvironment() {
+  static const EnvironmentKernels chosen = [] {
+    const char* env = std::getenv("TF_OPS_CPU_ISA");
+    EnvironmentKernels e;
+    const std::string isa = env != nullptr ? env : "";
+    const KernelTable* named = isa.empty() ? nullptr : KernelsNamed(isa, &e.error);
+    e.table = named != nullptr ? *named : BuildKernels("");
+    if (!e.error.empty()) e.error = "TF_OPS_CPU_ISA=" + isa + ": " + e.error;
+    return e;
+  }();
+  return chosen;
+}
+
 }  // namespace
+
+const KernelTable* KernelsNamed(const std::string& isa, std::string* error) {
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<const KernelTable>> tables;
+  // The names, of every table or of those this processor runs, for an error message.
+  const auto list = [](bool usable_only) {
+    std::string names;
+    for (const char* name : kIsaNames) {
+      if (usable_only && std::strcmp(BuildKernels(name).isa, name) != 0) continue;
+      names += (names.empty() ? "" : ", ") + std::string(name);
+    }
+    return names;
+  };
+  if (std::find(std::begin(kIsaNames), std::end(kIsaNames), isa) == std::end(kIsaNames)) {
+    *error = "not an instruction set of the CPU kernels (" + list(false) + ")";
+    return nullptr;
+  }
+  const KernelTable built = BuildKernels(isa);
+  if (isa != built.isa) {
+    *error = "this processor (or its operating system) cannot run the " + isa + " kernels; it runs " + list(true);
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& t : tables) {
+    if (isa == t->isa) return t.get();
+  }
+  tables.push_back(std::make_unique<const KernelTable>(built));
+  return tables.back().get();
+}
 
 const KernelTable& Kernels() {
   if (const KernelTable* chosen = chosen_kernels.load(std::memory_order_acquire)) return *chosen;
-  static const KernelTable table = [] {
-    const char* env = std::getenv("TF_OPS_CPU_ISA");
-    return BuildKernels(env != nullptr ? env : "");
-  }();
-  return table;
+  return FromEnvironment().table;
 }
+
+const std::string& KernelIsaError() { return FromEnvironment().error; }
 
 const char* UseKernelsForTesting(const std::string& cap) {
   static std::mutex mutex;

@@ -310,6 +310,18 @@ static_assert(sizeof(KernelTable) == sizeof(const char*) + kGemmTiles * sizeof(G
                                          sizeof(WinogradKernel),
               "a new KernelTable member: list it in ForEachKernel");
 
+// The arithmetic peak of an instruction set's vectors, for the roofline benchmark
+// (roofline.h): fn(rounds) runs `rounds` rounds of `flops_per_round` independent multiply-adds
+// (one fused instruction each where the set has FMA, a multiply and an add otherwise) on
+// accumulators that stay in registers, and returns a value that depends on all of them.
+struct PeakLoop {
+  float (*fn)(int64_t rounds);
+  int64_t flops_per_round;
+};
+PeakLoop GenericPeakLoop();
+PeakLoop Avx2PeakLoop();
+PeakLoop Avx512PeakLoop();
+
 // One table per instruction set; each is null when this build lacks it.
 const KernelTable* GenericKernels();
 const KernelTable* Avx2Kernels();
@@ -320,10 +332,18 @@ const GemmKernel* Avx512Bf16GemmKernels();
 // strided reductions of the float table's rows and of 32 rows.
 const GemmKernel* AmxBf16GemmKernels();
 
-// The table for the best instruction set the processor and OS support, capped by the
-// environment variable TF_OPS_CPU_ISA ("generic", "avx2", "avx512", "avx512_bf16" or
-// "amx_bf16") when it is set. Read once, on first use.
+// The table for the best instruction set the processor and OS support or, where the
+// environment variable TF_OPS_CPU_ISA is set, the one it names ("generic", "avx2", "avx512",
+// "avx512_bf16" or "amx_bf16"). Read once, on first use. A value that names no table, or one
+// this processor cannot run, leaves the best table here and its reason in KernelIsaError(),
+// which the ops report as their error instead of running.
 const KernelTable& Kernels();
+const std::string& KernelIsaError();
+
+// The table of instruction set `isa` (a name as above), or null with the reason in *error where
+// the name is unknown or the processor and OS cannot run that table. Tables live for the
+// process.
+const KernelTable* KernelsNamed(const std::string& isa, std::string* error);
 
 // Makes Kernels() the table for the best instruction set at most `cap` (a value of
 // TF_OPS_CPU_ISA; empty: the processor's best) from now on, and returns its name: for test

@@ -3,6 +3,7 @@
 // processor has all three.
 #define TF_OPS_ISA_NAME "avx2"
 #define TF_OPS_TABLE_FN Avx2Kernels
+#define TF_OPS_PEAK_FN Avx2PeakLoop
 #define TF_OPS_GEMM_TILES TF_OPS_GEMM_ENTRY(6, 1, 0), TF_OPS_GEMM_ENTRY(3, 2, 0), TF_OPS_GEMM_ENTRY(3, 2, 0), \
   TF_OPS_GEMM_ENTRY(3, 2, 0)
 #define TF_OPS_DW_TILES TF_OPS_DW_ENTRY(6, 1), TF_OPS_DW_ENTRY(3, 2), TF_OPS_DW_ENTRY(3, 2)
