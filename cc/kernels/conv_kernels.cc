@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -19,6 +20,7 @@
 #include "cc/core/cpu/pull_chunks.h"
 #include "cc/kernels/conv_plan.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/platform/env.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -386,7 +388,16 @@ extern "C" __attribute__((visibility("default"))) int64_t TfOpsCpuRoofline(const
   std::string text;
   try {
     std::vector<tf_ops::cpu::RooflineRow> rows;
-    const std::string err = tf_ops::cpu::Roofline(isa, threads, seconds, &rows);
+    // Threads of TensorFlow's Env (the library itself starts none: pthread_create's symbol is newer
+    // than the glibc the wheel may need).
+    const tf_ops::cpu::RunTogether run_together = [](int n, const std::function<void(int)>& body) {
+      std::vector<std::unique_ptr<::tensorflow::Thread>> started;
+      for (int i = 0; i < n; ++i) {
+        started.emplace_back(::tensorflow::Env::Default()->StartThread(::tensorflow::ThreadOptions(),
+                                                                       "tf_ops_roofline", [&body, i] { body(i); }));
+      }
+    };  // each Thread's destructor joins it
+    const std::string err = tf_ops::cpu::Roofline(isa, threads, seconds, run_together, &rows);
     if (!err.empty()) text = "error: " + err + "\n";
     for (const auto& r : rows) text += tf_ops::Cat(r.kernel, "\t", r.where, "\t", r.gflops, "\n");
   } catch (const std::exception& e) {

@@ -1,15 +1,11 @@
 #include "cc/core/cpu/roofline.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,51 +22,52 @@ namespace {
 constexpr int64_t kDepth = 512;
 constexpr int64_t kTilesPerCall = 8;
 
-// One thread's share of RateOnThreads.
-struct Worker {
-  std::function<double()> call;
-  double seconds = 0;
-  std::atomic<int>* ready = nullptr;
-  std::atomic<bool>* go = nullptr;
-  double flops = 0;
+// Operands of one thread's tile calls: activations, a packed panel and the results, filled
+// with small values (no denormals, no overflow however often the tile runs).
+struct Operands {
+  std::vector<float> a, b, c;
+  Operands(int64_t a_size, int64_t b_size, int64_t c_size) : a(a_size), b(b_size), c(c_size) {
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 0.25f + static_cast<float>(i % 7) * 0.125f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.5f - static_cast<float>(i % 5) * 0.125f;
+  }
 };
 
-void* RunWorker(void* arg) {
-  using Clock = std::chrono::steady_clock;
-  Worker& w = *static_cast<Worker*>(arg);
-  w.call();  // warm the caches and the clock
-  w.ready->fetch_add(1);
-  while (!w.go->load(std::memory_order_acquire)) {
-  }
-  const Clock::time_point until =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.seconds));
-  do {
-    w.flops += w.call();
-  } while (Clock::now() < until);
-  return nullptr;
-}
+// What one row times: the sizes of each thread's operands, and a call on them that returns the
+// floating-point operations it did.
+struct Timed {
+  int64_t a_size, b_size, c_size;
+  std::function<double(Operands&)> call;
+};
 
-// Runs a call from `make_call` (which returns the floating-point operations it did) on each of
-// `threads` threads at once, each repeating it for about `seconds`; returns all threads'
-// operations over the time from their common start to the last one's end, in GFLOP/s, or 0
-// where a thread could not be started. Plain POSIX threads: std::thread's entry points are
-// newer than the libstdc++ the library may need (cc/compat).
-double RateOnThreads(int threads, double seconds, const std::function<std::function<double()>()>& make_call) {
+// Runs `timed` on `threads` threads at once (run_together), each with operands of its own,
+// repeating its call for about `seconds` after a common start; returns all threads' operations
+// over the time from that start to the last one's end, in GFLOP/s.
+double RateOnThreads(const RunTogether& run_together, int threads, double seconds, const Timed& timed) {
+  using Clock = std::chrono::steady_clock;
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
-  std::vector<Worker> workers(threads);
-  for (Worker& w : workers) w = Worker{make_call(), seconds, &ready, &go, 0};
-  std::vector<pthread_t> ids(threads);
-  int started = 0;
-  while (started < threads && pthread_create(&ids[started], nullptr, RunWorker, &workers[started]) == 0) ++started;
-  while (ready.load() < started) sched_yield();
-  const auto start = std::chrono::steady_clock::now();
-  go.store(true, std::memory_order_release);
-  for (int i = 0; i < started; ++i) pthread_join(ids[i], nullptr);
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (started < threads) return 0;
+  std::vector<double> flops(threads, 0.0);
+  Clock::time_point start;
+  run_together(threads, [&](int i) {
+    Operands ops(timed.a_size, timed.b_size, timed.c_size);
+    timed.call(ops);  // warm the caches and the clock
+    if (ready.fetch_add(1) + 1 == threads) {
+      start = Clock::now();
+      go.store(true, std::memory_order_release);
+    }
+    while (!go.load(std::memory_order_acquire)) {
+    }
+    const Clock::time_point until =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    double done = 0;
+    do {
+      done += timed.call(ops);
+    } while (Clock::now() < until);
+    flops[i] = done;
+  });
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   double total = 0;
-  for (const Worker& w : workers) total += w.flops;
+  for (double f : flops) total += f;
   return total / elapsed / 1e9;
 }
 
@@ -83,19 +80,10 @@ PeakLoop PeakOf(const KernelTable& t) {
   return GenericPeakLoop();
 }
 
-// Operands of one thread's tile calls: activations, a packed panel and the results, filled
-// with small values (no denormals, no overflow however often the tile runs).
-struct Operands {
-  std::vector<float> a, b, c;
-  Operands(int64_t a_size, int64_t b_size, int64_t c_size) : a(a_size), b(b_size), c(c_size) {
-    for (size_t i = 0; i < a.size(); ++i) a[i] = 0.25f + static_cast<float>(i % 7) * 0.125f;
-    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.5f - static_cast<float>(i % 5) * 0.125f;
-  }
-};
-
 }  // namespace
 
-std::string Roofline(const std::string& isa, int threads, double seconds, std::vector<RooflineRow>* rows) {
+std::string Roofline(const std::string& isa, int threads, double seconds, const RunTogether& run_together,
+                     std::vector<RooflineRow>* rows) {
   if (threads < 1 || threads > 1024) return "threads must be 1 to 1024, not " + std::to_string(threads);
   if (!(seconds > 0 && seconds <= 60)) return "seconds must be above 0 and at most 60";
   std::string error;
@@ -106,23 +94,19 @@ std::string Roofline(const std::string& isa, int threads, double seconds, std::v
   // Each rate is the best of three runs of a third of `seconds`, so that a moment of another
   // process's work on a shared machine does not set it; the peak is measured first and again
   // last, the higher kept.
-  const auto best_rate = [&](const std::function<std::function<double()>()>& make_call) {
+  const auto best_rate = [&](const Timed& timed) {
     double best = 0;
-    for (int run = 0; run < 3; ++run) best = std::max(best, RateOnThreads(threads, seconds / 3, make_call));
+    for (int run = 0; run < 3; ++run) best = std::max(best, RateOnThreads(run_together, threads, seconds / 3, timed));
     return best;
   };
   const PeakLoop peak = PeakOf(*table);
   constexpr int64_t kRounds = 1 << 16;
-  const auto peak_rate = [&] {
-    return best_rate([&] {
-      return [&] {
-        volatile float sink = peak.fn(kRounds);
-        (void)sink;
-        return static_cast<double>(kRounds) * peak.flops_per_round;
-      };
-    });
-  };
-  rows->push_back({"peak", "independent multiply-adds on the table's vectors", peak_rate()});
+  const Timed peak_loop{0, 0, 0, [&](Operands&) {
+                          volatile float sink = peak.fn(kRounds);
+                          (void)sink;
+                          return static_cast<double>(kRounds) * peak.flops_per_round;
+                        }};
+  rows->push_back({"peak", "independent multiply-adds on the table's vectors", best_rate(peak_loop)});
 
   // Each distinct tile once, with the entries that hold it.
   std::map<std::pair<int, int>, std::string> tiles;
@@ -139,31 +123,27 @@ std::string Roofline(const std::string& isa, int threads, double seconds, std::v
     const std::string where = "gemm[" + tiles[tile] + "]";
     // Forward and backprop input: kTilesPerCall tiles of k.mr pixels, each a row of kDepth
     // channels, against one packed panel.
-    rows->push_back({"gemm.affine " + name, where, best_rate([&] {
-                       auto ops = std::make_shared<Operands>(kTilesPerCall * k.mr * kDepth, kDepth * k.nb,
-                                                             kTilesPerCall * k.mr * k.nb);
-                       return [ops, &k] {
-                         const void* a[1] = {ops->a.data()};
-                         const float* b[1] = {ops->b.data()};
-                         k.affine[kElemF32](kTilesPerCall, 1, a, kDepth, b, kDepth, ops->c.data(), k.nb, false);
-                         return 2.0 * kTilesPerCall * k.mr * k.nb * kDepth;
-                       };
-                     })});
+    rows->push_back({"gemm.affine " + name, where,
+                     best_rate({kTilesPerCall * k.mr * kDepth, kDepth * k.nb, kTilesPerCall * k.mr * k.nb,
+                                [&k](Operands& ops) {
+                                  const void* a[1] = {ops.a.data()};
+                                  const float* b[1] = {ops.b.data()};
+                                  k.affine[kElemF32](kTilesPerCall, 1, a, kDepth, b, kDepth, ops.c.data(), k.nb,
+                                                     false);
+                                  return 2.0 * kTilesPerCall * k.mr * k.nb * kDepth;
+                                }})});
     // Backprop filter: each stride of both operands, summed into the tile.
     for (const StridedKernel& s : k.strided) {
       if (s.fn == nullptr) continue;
       rows->push_back({"gemm.strided " + std::to_string(s.mr) + "x" + std::to_string(k.nb), where,
-                       best_rate([&] {
-                         auto ops = std::make_shared<Operands>(kDepth * s.mr, kDepth * k.nb, s.mr * k.nb);
-                         return [ops, &k, &s] {
-                           s.fn(1, kDepth, ops->a.data(), 0, s.mr, s.mr, ops->b.data(), 0, k.nb, ops->c.data(),
-                                k.nb);
-                           return 2.0 * s.mr * k.nb * kDepth;
-                         };
-                       })});
+                       best_rate({kDepth * s.mr, kDepth * k.nb, s.mr * k.nb, [&k, &s](Operands& ops) {
+                                    s.fn(1, kDepth, ops.a.data(), 0, s.mr, s.mr, ops.b.data(), 0, k.nb, ops.c.data(),
+                                         k.nb);
+                                    return 2.0 * s.mr * k.nb * kDepth;
+                                  }})});
     }
   }
-  (*rows)[0].gflops = std::max((*rows)[0].gflops, peak_rate());
+  (*rows)[0].gflops = std::max((*rows)[0].gflops, best_rate(peak_loop));
   return "";
 }
 

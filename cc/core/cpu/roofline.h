@@ -7,6 +7,7 @@
 #ifndef TF_OPS_CC_CORE_CPU_ROOFLINE_H_
 #define TF_OPS_CC_CORE_CPU_ROOFLINE_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,12 @@ struct RooflineRow {
 // `seconds` / 3 on `threads` threads at once, the peak first (measured before the tiles and
 // after them, the higher kept); or an error where the processor cannot run the table
 // (KernelsNamed) or the arguments are out of range.
-std::string Roofline(const std::string& isa, int threads, double seconds, std::vector<RooflineRow>* rows);
+// Runs body(0), ..., body(threads - 1) each on a thread of its own, all at once, and returns when
+// all have returned (the caller's threads: TensorFlow's, in the op library).
+using RunTogether = std::function<void(int threads, const std::function<void(int)>& body)>;
+
+std::string Roofline(const std::string& isa, int threads, double seconds, const RunTogether& run_together,
+                     std::vector<RooflineRow>* rows);
 
 }  // namespace cpu
 }  // namespace tf_ops
