@@ -113,6 +113,7 @@ class BenchTest(tf.test.TestCase):
             self.assertEqual([p["algorithm"] for p in t["passes"]], ["winograd", "filter_gemm"], t["table"])
             self.assertIn(f"{t['table']:<8} peak", proc.stdout)
 
+    @pytest.mark.exhaustive
     def test_models_run(self):
         _, report = self._quick_report("--models", f"models_quick_onednn_{'on' if self._onednn() else 'off'}.json")
         rows = {r["model"]: r for r in report["rows"]}
