@@ -181,12 +181,34 @@ def onednn(meta):
     return "on" if meta.get("onednn") else "off"
 
 
+def flags_text(flags):
+    """The instruction sets a run's machine has, named."""
+    return ", ".join(ISA_NAMES.get(k, k) for k, v in flags.items() if v) or "none listed"
+
+
+def named_table_text(isa, flags):
+    """A sentence where tf_ops ran a kernel table narrower than the machine's best (TF_OPS_CPU_ISA
+    named it), else "". The AMX table is left out of "best": whether the OS grants AMX is not
+    recorded."""
+    order = ["generic", "avx2", "avx512", "avx512_bf16"]
+    best = ("avx512_bf16" if flags.get("avx512_bf16") else "avx512" if flags.get("avx512f")
+            else "avx2" if flags.get("avx2") else "generic")
+    if isa not in order or order.index(isa) >= order.index(best):
+        return ""
+    return (f" tf_ops ran its `{isa}` table, named by `TF_OPS_CPU_ISA`, not the processor's best; "
+            "TensorFlow ran as it does on this processor.")
+
+
+def run_date_text(meta):
+    return f" Run on {meta['date'][:10]}, {meta.get('wall_s', 0):.0f} s in all." if "date" in meta else ""
+
+
 def machine_text(meta):
     """The machine and software of a `python -m tf_ops bench` run, from its JSON."""
     m, peak = meta.get("machine", {}), meta.get("peak", {})
     ours = meta.get("tf_ops", {})
     flags = m.get("isa_flags", {})
-    has = ", ".join(ISA_NAMES.get(k, k) for k, v in flags.items() if v) or "none listed"
+    has = flags_text(flags)
     lacks = ", ".join(ISA_NAMES.get(k, k) for k, v in flags.items() if not v)
     text = (f"{m.get('processor', 'processor not recorded')}, {m.get('logical_cpus', '?')} logical "
             f"CPUs ({m.get('intra_op_threads', '?')} intra-op threads), with {has}"
@@ -195,17 +217,12 @@ def machine_text(meta):
             f"{meta.get('tensorflow', '?')} with oneDNN {onednn(meta)}; tf_ops "
             f"{ours.get('version', '?')}, built with "
             f"{ours.get('build', {}).get('compiler_version', 'a compiler not recorded')}.")
-    forced = re.match(r"bench_(?:quick_)?(\w+?)_onednn_", meta.get("file", ""))
-    if forced:
-        text += (f" tf_ops ran its `{forced.group(1)}` table, named by `TF_OPS_CPU_ISA`, not the processor's best; "
-                 "TensorFlow ran as it does on this processor.")
+    text += named_table_text(ours.get("cpu_kernel_isa"), flags)
     if "gflops_before" in peak:
         text += (f" GEMM rate ({peak.get('what', 'not described')}): "
                  f"{peak['gflops_before']:.1f} GFLOP/s before the rows, "
                  f"{peak.get('gflops_after', float('nan')):.1f} after.")
-    if "date" in meta:
-        text += f" Run on {meta['date'][:10]}, {meta.get('wall_s', 0):.0f} s in all."
-    return text
+    return text + run_date_text(meta)
 
 
 def cpu_section(name, rows, meta, plot):
@@ -263,20 +280,13 @@ def run_text(meta):
     """Machine, software and date of a --kernels or --models run, from its JSON."""
     m = meta.get("machine", {})
     flags = m.get("isa_flags", {})
-    has = ", ".join(ISA_NAMES.get(k, k) for k, v in flags.items() if v) or "none listed"
     text = (f"{m.get('processor', 'processor not recorded')}, {m.get('logical_cpus', '?')} logical CPUs "
-            f"({m.get('intra_op_threads', '?')} intra-op threads), with {has}. TensorFlow "
+            f"({m.get('intra_op_threads', '?')} intra-op threads), with {flags_text(flags)}. TensorFlow "
             f"{meta.get('tensorflow', '?')}")
     if "keras" in meta:
         text += f", Keras {meta['keras']}, oneDNN {onednn(meta)}; tf_ops' CPU kernels `{meta.get('cpu_kernel_isa', '?')}`"
     text += f"; tf_ops {meta.get('tf_ops', '?')}."
-    best = "avx512" if flags.get("avx512f") else "avx2" if flags.get("avx2") else "generic"
-    if meta.get("cpu_kernel_isa") in ("generic", "avx2") and meta["cpu_kernel_isa"] != best:
-        text += (f" tf_ops ran its `{meta['cpu_kernel_isa']}` table, named by `TF_OPS_CPU_ISA`, not the "
-                 "processor's best; TensorFlow ran as it does on this processor.")
-    if "date" in meta:
-        text += f" Run on {meta['date'][:10]}, {meta.get('wall_s', 0):.0f} s in all."
-    return text
+    return text + named_table_text(meta.get("cpu_kernel_isa"), flags) + run_date_text(meta)
 
 
 def run_section(title, meta, description, columns):
@@ -351,7 +361,7 @@ def tables():
         if kind is None:
             raise SystemExit(f"{path}: no rows with a tf_ms or a cudnn_ms column")
         meta_path, plot_path = path.with_suffix(".json"), path.with_suffix(".png")
-        meta = dict(json.loads(meta_path.read_text()), file=path.name) if meta_path.exists() else {}
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         found.append((path.name, kind, rows, meta, plot_path.name if plot_path.exists() else None))
     order = list(GPU_RUNS)  # the latest first
     return sorted(found, key=lambda t: (t[1] != "cpu", t[0] != SUMMARY_CPU, order.index(t[0]) if t[0] in order

@@ -93,7 +93,7 @@ def _passes_in_process(isa, quick, budget_s):
     """pass_rates in a process of its own whose kernel table is `isa` (TF_OPS_CPU_ISA is read
     once per process)."""
     env = dict(os.environ, TF_OPS_CPU_ISA=isa, TF_CPP_MIN_LOG_LEVEL="2")
-    code = ("import json, sys; from tf_ops import _bench_kernels as k; "
+    code = ("import json; from tf_ops import _bench_kernels as k; "
             f"print('PASSES', json.dumps(k.pass_rates({quick!r}, {budget_s!r})))")
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     for line in proc.stdout.splitlines():
@@ -110,7 +110,8 @@ def main(args):
     budget = 0.02 if args.quick else 0.5
     print(f"tf_ops {tf_ops.__version__}; processor: {machine['processor']}; {threads} threads "
           f"(TensorFlow's intra-op pool); this process's table: {tf_ops.cpu_kernel_isa()}")
-    print(f"each kernel row: all {threads} threads at once for {seconds:g} s; each layer: median of "
+    print(f"each kernel row: the best of three runs of all {threads} threads at once for {seconds / 3:g} s "
+          "(the peak before and after the tiles); each layer: median of "
           f"calls for {budget:g} s, in a process whose TF_OPS_CPU_ISA names the table")
     print()
     tables = []

@@ -60,10 +60,7 @@ QUICK_MODELS = [
 
 def swap_layer(layer):
     """The layer for the clone: tf_ops' where it has one, else a copy of Keras's."""
-    cls = SWAPS.get(type(layer))
-    if cls is None:
-        return layer.__class__.from_config(layer.get_config())
-    return cls.from_config(layer.get_config())
+    return SWAPS.get(type(layer), type(layer)).from_config(layer.get_config())
 
 
 def as_float64(layer):

@@ -68,15 +68,16 @@ def load_library():
     if info and _minor(info.get("tf_version", "")) != _minor(running):
         raise ImportError(f"tf_ops: TensorFlow version mismatch. {advice}")
     try:
-        _LIBRARY = tf.load_op_library(path)
+        library = tf.load_op_library(path)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, OSError) as e:
         raise ImportError(f"tf_ops: could not load {path}: {e}. {advice}") from e
     isa_error = ctypes.CDLL(path).TfOpsCpuKernelIsaError
     isa_error.restype = ctypes.c_char_p
     refused = isa_error().decode()
     if refused:
-        # The ops would fail with the same sentence; say it once, here.
+        # The ops would fail with the same sentence; say it once, here (and on every later try).
         raise ImportError(f"tf_ops: {refused}", name="tf_ops")
+    _LIBRARY = library
     return _LIBRARY
 
 

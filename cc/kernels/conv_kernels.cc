@@ -16,14 +16,14 @@
 #include "cc/core/cpu/conv_cpu.h"
 #include "cc/core/cpu/conv_fast.h"
 #include "cc/core/cpu/microkernels.h"
-#include "cc/core/cpu/roofline.h"
 #include "cc/core/cpu/pull_chunks.h"
+#include "cc/core/cpu/roofline.h"
 #include "cc/kernels/conv_plan.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/platform/env.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/platform/env.h"
 
 #if TF_OPS_WITH_CUDA
 #include <cstdio>

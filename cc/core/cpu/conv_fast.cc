@@ -165,16 +165,11 @@ const KernelTable& Kernels() {
 const std::string& KernelIsaError() { return FromEnvironment().error; }
 
 const char* UseKernelsForTesting(const std::string& cap) {
-  static std::mutex mutex;
-  static std::vector<std::pair<std::string, std::unique_ptr<const KernelTable>>> tables;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& e) { return e.first == cap; });
-  if (it == tables.end()) {
-    tables.emplace_back(cap, std::make_unique<const KernelTable>(BuildKernels(cap)));
-    it = tables.end() - 1;
-  }
-  chosen_kernels.store(it->second.get(), std::memory_order_release);
-  return it->second->isa;
+  // The best table at most `cap` is one this processor runs, so KernelsNamed has it.
+  std::string error;
+  const KernelTable* table = KernelsNamed(BuildKernels(cap).isa, &error);
+  chosen_kernels.store(table, std::memory_order_release);
+  return table->isa;
 }
 
 const char* FastKernelIsa() { return Kernels().isa; }

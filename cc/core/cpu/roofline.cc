@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -108,19 +107,23 @@ std::string Roofline(const std::string& isa, int threads, double seconds, const 
                         }};
   rows->push_back({"peak", "independent multiply-adds on the table's vectors", best_rate(peak_loop)});
 
-  // Each distinct tile once, with the entries that hold it.
-  std::map<std::pair<int, int>, std::string> tiles;
-  std::vector<std::pair<int, int>> order;
+  // Each distinct tile once, with the entries that hold it: (first entry, "gemm[i,j,...]").
+  std::vector<std::pair<int, std::string>> tiles;
   for (int i = 0; i < kGemmTiles; ++i) {
-    const std::pair<int, int> tile{table->gemm[i].mr, table->gemm[i].nb};
-    if (tiles.count(tile) == 0) order.push_back(tile);
-    tiles[tile] += (tiles[tile].empty() ? "" : ",") + std::to_string(i);
+    const GemmKernel& k = table->gemm[i];
+    auto same = std::find_if(tiles.begin(), tiles.end(), [&](const auto& t) {
+      return table->gemm[t.first].mr == k.mr && table->gemm[t.first].nb == k.nb;
+    });
+    if (same == tiles.end()) {
+      tiles.emplace_back(i, std::to_string(i));
+    } else {
+      same->second += "," + std::to_string(i);
+    }
   }
-  for (const auto& tile : order) {
-    const int i = std::stoi(tiles[tile].substr(0, tiles[tile].find(',')));
+  for (const auto& [i, entries] : tiles) {
     const GemmKernel& k = table->gemm[i];
     const std::string name = std::to_string(k.mr) + "x" + std::to_string(k.nb);
-    const std::string where = "gemm[" + tiles[tile] + "]";
+    const std::string where = "gemm[" + entries + "]";
     // Forward and backprop input: kTilesPerCall tiles of k.mr pixels, each a row of kDepth
     // channels, against one packed panel.
     rows->push_back({"gemm.affine " + name, where,
