@@ -32,14 +32,17 @@ from setuptools.command.build_ext import build_ext
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = [
     "cc/core/conv_geometry.cc",
+    "cc/core/switches.cc",
+    "cc/core/vocabulary.cc",
     "cc/core/cpu/conv_cpu.cc",
     "cc/core/cpu/conv_fast.cc",
     "cc/core/cpu/conv_winograd.cc",
+    "cc/core/cpu/microkernels.cc",
     "cc/core/cpu/plan.cc",
     "cc/core/cpu/roofline.cc",
     "cc/core/cpu/microkernels_generic.cc",
     "cc/ops/conv_ops.cc",
-    "cc/kernels/conv_plan.cc",
+    "cc/kernels/conv_checks.cc",
     "cc/kernels/conv_kernels.cc",
     "cc/kernels/conv_xla.cc",
 ]

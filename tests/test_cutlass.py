@@ -91,7 +91,8 @@ class MappingTest(tf.test.TestCase):
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
             heavy = [pool.submit(compile_one, "tests/cutlass/mapping.cu", os.path.join(tmp, "mapping.o")),
                      pool.submit(compile_one, "cc/core/gpu/cutlass_conv.cu", os.path.join(tmp, "table.o")),
-                     pool.submit(compile_one, "cc/core/conv_geometry.cc", os.path.join(tmp, "geometry.o"))]
+                     pool.submit(compile_one, "cc/core/conv_geometry.cc", os.path.join(tmp, "geometry.o")),
+                     pool.submit(compile_one, "cc/core/vocabulary.cc", os.path.join(tmp, "vocabulary.o"))]
             planners = {plant: pool.submit(compile_one, "cc/core/gpu/gpu_plan.cc",
                                            os.path.join(tmp, f"plan{plant}.o"),
                                            [f"-DTF_OPS_PLANT_CUTLASS_MAPPING={plant}"] if plant else [])

@@ -441,11 +441,12 @@ class ExplainTest(tf.test.TestCase):
 
 # Run in a fresh process with TF_OPS_VERBOSE=1: for each case, explain's plan, then the op's call
 # with the verbose lines of that call (fd 2 goes to a file around it); last, one call with the
-# variable unset. Prints JSON.
+# verbose switch off. Prints JSON.
 VERBOSE_SCRIPT = textwrap.dedent("""
     import contextlib, ctypes, dataclasses, json, os, sys, tempfile
     import tensorflow as tf
     import tf_ops
+    from tf_ops import _loader
 
     libc = ctypes.CDLL(None)
 
@@ -496,7 +497,7 @@ VERBOSE_SCRIPT = textwrap.dedent("""
         finally:
             tf_ops.set_exact_mode(previous)
         results[case["name"]] = {"plan": dataclasses.asdict(plan), "stderr": lines}
-    del os.environ["TF_OPS_VERBOSE"]
+    _loader._switch("verbose", False)
     results["unset"] = {"stderr": stderr_of(call(json.loads(sys.argv[1])[0]))}
     print(json.dumps(results))
 """)

@@ -21,6 +21,7 @@ import common
 import core_build
 from tiers import EXHAUSTIVE
 import tf_ops
+from tf_ops import _loader
 
 HERE = pathlib.Path(__file__).resolve().parent
 HALF_TYPES = [tf.float32, tf.float16, tf.bfloat16]
@@ -98,11 +99,11 @@ DEPTHWISE_KINDS = ["depthwise", "depthwise_backprop_input", "depthwise_backprop_
 
 def run_direct(kind, cfg, arrays, dtype):
     """The op through the direct loops."""
-    os.environ["TF_OPS_CPU_KERNELS"] = "direct"
+    before = _loader._switch("direct_kernels", True)
     try:
         return common.run_ours(kind, cfg, arrays, dtype)
     finally:
-        del os.environ["TF_OPS_CPU_KERNELS"]
+        _loader._switch("direct_kernels", before)
 
 
 class FastKernelsTest(tf.test.TestCase):

@@ -9,7 +9,6 @@ groups, depth multipliers, both layouts. CI runs TF_OPS_HYPOTHESIS_EXAMPLES exam
 
     TF_OPS_HYPOTHESIS_EXAMPLES=5000 pytest -q tests/test_random_geometries.py
 """
-import os
 
 import numpy as np
 import tensorflow as tf
@@ -17,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import common
+from tf_ops import _loader
 from tiers import budget
 
 EXAMPLES = budget("TF_OPS_HYPOTHESIS_EXAMPLES", fast=30, exhaustive=150)
@@ -80,12 +80,11 @@ class RandomGeometriesTest(tf.test.TestCase):
             abs_sum = common.run_reference(kind, cfg, {k: np.abs(v) for k, v in exact_in.items()})
             bound = (2 * products(kind, cfg) * 2.0**-24 + UNIT[dtype]) * abs_sum + FLOOR[dtype]
             for mode in ("fast", "direct"):
-                if mode == "direct":
-                    os.environ["TF_OPS_CPU_KERNELS"] = "direct"
+                before = _loader._switch("direct_kernels", mode == "direct")
                 try:
                     got = np.asarray(common.run_ours(kind, cfg, arrays, dtype), np.float64)
                 finally:
-                    os.environ.pop("TF_OPS_CPU_KERNELS", None)
+                    _loader._switch("direct_kernels", before)
                 err = np.abs(got - exact)
                 worst = np.unravel_index(np.argmax(err - bound), err.shape)
                 self.assertTrue(

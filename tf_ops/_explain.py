@@ -17,21 +17,14 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from tf_ops import _loader
+from tf_ops import _vocabulary
 from tf_ops import ops as _ops
 
-FORWARD, BACKPROP_INPUT, BACKPROP_FILTER = 0, 1, 2
+FORWARD, BACKPROP_INPUT, BACKPROP_FILTER = (_vocabulary.names("direction").index(d)
+                                           for d in ("forward", "backprop_input", "backprop_filter"))
 
 # TensorFlow's op names: (direction, depthwise). Each is registered as "TfOps>" + name.
-_RAW_OPS = {
-    "Conv2D": (FORWARD, False),
-    "Conv2DBackpropInput": (BACKPROP_INPUT, False),
-    "Conv2DBackpropInputV2": (BACKPROP_INPUT, False),
-    "Conv2DBackpropFilter": (BACKPROP_FILTER, False),
-    "Conv2DBackpropFilterV2": (BACKPROP_FILTER, False),
-    "DepthwiseConv2dNative": (FORWARD, True),
-    "DepthwiseConv2dNativeBackpropInput": (BACKPROP_INPUT, True),
-    "DepthwiseConv2dNativeBackpropFilter": (BACKPROP_FILTER, True),
-}
+_RAW_OPS = _vocabulary.ops()
 
 # The package's functions, by the op each one runs.
 _FUNCTIONS = {
@@ -46,19 +39,14 @@ _FUNCTIONS = {
     "depthwise_conv2d_backprop_filter": "DepthwiseConv2dNativeBackpropFilter",
 }
 
-# The dtype codes of TfOpsExplain.
-_DTYPE_CODES = {tf.float16: 0, tf.bfloat16: 1, tf.float32: 2, tf.float64: 3, tf.int32: 4}
+# The dtype codes of TfOpsExplain: each dtype's position in the library's list.
+_DTYPE_CODES = {tf.as_dtype(name): code for code, name in enumerate(_vocabulary.names("element"))}
 
-ALGORITHMS = (
-    "direct", "winograd", "winograd_space_to_depth", "space_to_depth", "columns_merged",
-    "depthwise_rows", "pointwise", "banded", "banded_merged", "indirect", "indirect_bordered",
-    "filter_gemm", "filter_tiles", "filter_depthwise", "filter_winograd",
-)
-# The GPU plan's entries (cc/core/gpu/gpu_plan.h), in the order they are tried: no launch (an
+# The CPU plan's algorithms, and the GPU plan's entries in the order they are tried: no launch (an
 # empty tensor), CUTLASS's implicit GEMMs, our direct kernel (one thread an output, for groups of
 # few output columns), our tiled GEMM on tensor cores (half, bfloat16) or on CUDA cores.
-GPU_ALGORITHMS = ("gpu_zero", "cutlass_fprop", "cutlass_dgrad_unity", "cutlass_dgrad_strided", "cutlass_wgrad",
-                  "gpu_direct", "gpu_mma", "gpu_gemm")
+ALGORITHMS = _vocabulary.names("cpu_algorithm")
+GPU_ALGORITHMS = _vocabulary.names("gpu_entry")
 
 _BUFFER_SIZE = 4096
 

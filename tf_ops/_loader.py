@@ -116,6 +116,22 @@ def set_exact_mode(enabled):
     return previous
 
 
+def _switch(name, on):
+    """Sets a switch of the library's (cc/core/switches.h: "exact", "direct_kernels", "verbose")
+    on (True) or off (False), process-wide; returns its value before. For the tests, which
+    compare the fast kernels with the direct loops in one process; users set the environment
+    variables (TF_OPS_EXACT=1, TF_OPS_CPU_KERNELS=direct, TF_OPS_VERBOSE=1), read once, when the
+    library is loaded, or call set_exact_mode."""
+    load_library()
+    fn = ctypes.CDLL(library_path()).TfOpsSwitch
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    before = fn(name.encode(), 1 if on else 0)
+    if before < 0:
+        raise ValueError(f"tf_ops: no switch named {name!r}")
+    return bool(before)
+
+
 def gpu_support():
     """Why the library's GPU kernels are not registered in this process (its NVIDIA driver too
     old for them, or a GPU older than the architectures they were built for), in one sentence;

@@ -1,24 +1,13 @@
 """Public functions, with the signatures and argument handling of TensorFlow's own."""
 import tensorflow as tf
 
+from tf_ops import _vocabulary
 from tf_ops._loader import load_library
 
 _lib = load_library()
 
-# Registered op names, keyed by the name of the TensorFlow op each one mirrors.
-OP_NAMES = {
-    name: "TfOps>" + name
-    for name in (
-        "Conv2D",
-        "Conv2DBackpropInput",
-        "Conv2DBackpropInputV2",
-        "Conv2DBackpropFilter",
-        "Conv2DBackpropFilterV2",
-        "DepthwiseConv2dNative",
-        "DepthwiseConv2dNativeBackpropInput",
-        "DepthwiseConv2dNativeBackpropFilter",
-    )
-}
+# Registered op names, keyed by the name of the TensorFlow op each one mirrors (the library's list).
+OP_NAMES = {name: "TfOps>" + name for name in _vocabulary.ops()}
 
 
 def _padding(padding):

@@ -169,4 +169,11 @@ ActivationStrides StridesFor(Layout layout, int64_t rows, int64_t cols, int64_t 
   return {depth * rows * cols, cols, 1, rows * cols};
 }
 
+EmptyCall EmptyRule(Direction direction, const ConvGeometry& g) {
+  const int64_t x = g.input_elements(), w = g.filter_elements(), y = g.output_elements();
+  const int64_t out = direction == Direction::kForward ? y : direction == Direction::kBackpropInput ? x : w;
+  if (out <= 0) return EmptyCall::kNothing;
+  return x <= 0 || w <= 0 || y <= 0 ? EmptyCall::kZeros : EmptyCall::kCompute;
+}
+
 }  // namespace tf_ops

@@ -7,9 +7,13 @@
 #ifndef TF_OPS_CC_CORE_CONV_GEOMETRY_H_
 #define TF_OPS_CC_CORE_CONV_GEOMETRY_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <sstream>
 #include <string>
+
+#include "cc/core/vocabulary.h"
 
 namespace tf_ops {
 
@@ -24,7 +28,6 @@ std::string Cat(const Args&... args) {
 }
 
 enum class Padding { kSame, kValid, kExplicit };
-enum class Layout { kNHWC, kNCHW };
 
 // Output size and padding of one spatial dimension, with TensorFlow's rules:
 //   eff = (k - 1) * dilation + 1
@@ -86,6 +89,47 @@ struct ActivationStrides {
   int64_t n, h, w, c;
 };
 ActivationStrides StridesFor(Layout layout, int64_t rows, int64_t cols, int64_t depth);
+
+// What a call does where a tensor is empty, on every device: computes (no tensor is empty);
+// writes nothing (its output is empty); or writes zeros (its output is not empty but an operand
+// is: every sum is of nothing).
+enum class EmptyCall { kCompute, kNothing, kZeros };
+EmptyCall EmptyRule(Direction direction, const ConvGeometry& g);
+
+// Ceiling of a / b for a >= 0, b > 0.
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Floor and ceiling of a / b for b > 0 and any sign of a, for every such pair (no sum that could
+// overflow: a stride may be as large as int64_t holds).
+inline int64_t FloorDivSigned(int64_t a, int64_t b) { return a / b - (a % b < 0 ? 1 : 0); }
+inline int64_t CeilDivSigned(int64_t a, int64_t b) { return a / b + (a % b > 0 ? 1 : 0); }
+
+// Backprop input's taps by stride-residue class, for one spatial dimension: input index i of
+// class `cls` (i = cls + stride * j) is reached through tap kh where kh * dilation = i + pad -
+// stride * o for an output index o. The taps that reach the class are first + a * step for
+// a < count (step = stride / gcd(stride, dilation)), and tap a reads output index
+// base - a * delta + j for the class's j-th member. Every device enumerates taps with this.
+struct ClassTaps {
+  int64_t first = 0, step = 1, count = 0, base = 0, delta = 0;
+};
+
+inline ClassTaps TapsOfClass(int64_t cls, int64_t taps, int64_t stride, int64_t dilation, int64_t pad) {
+  ClassTaps t;
+  const int64_t period = stride / std::gcd(stride, dilation);
+  t.step = period;
+  for (int64_t kh = 0; kh < std::min(taps, period); ++kh) {
+    const int64_t num = cls + pad - kh * dilation;
+    if (((num % stride) + stride) % stride == 0) {
+      t.first = kh;
+      t.count = (taps - kh + period - 1) / period;
+      // num is a multiple of stride; floor division of a possibly negative multiple is exact.
+      t.base = num >= 0 ? num / stride : -((-num) / stride);
+      t.delta = period * dilation / stride;
+      return t;
+    }
+  }
+  return t;
+}
 
 // Checked 64-bit arithmetic: false on overflow.
 bool CheckedMul(int64_t a, int64_t b, int64_t* out);

@@ -4,6 +4,7 @@
 // lives in cc/core.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -18,7 +19,8 @@
 #include "cc/core/cpu/microkernels.h"
 #include "cc/core/cpu/pull_chunks.h"
 #include "cc/core/cpu/roofline.h"
-#include "cc/kernels/conv_plan.h"
+#include "cc/core/switches.h"
+#include "cc/kernels/conv_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -44,7 +46,7 @@ namespace {
 // (tf.config.experimental.enable_tensor_float_32_execution) and exact mode is off, else as
 // 3xTF32.
 gpu::FloatMath GpuFloatMath() {
-  return ::tensorflow::tensor_float_32_execution_enabled() && !cpu::ExactMode() ? gpu::FloatMath::kTf32
+  return ::tensorflow::tensor_float_32_execution_enabled() && !ExactMode() ? gpu::FloatMath::kTf32
                                                                                  : gpu::FloatMath::kTf32x3;
 }
 
@@ -57,18 +59,11 @@ const gpu::CutlassKernels* GpuCutlass() {
 #endif
 }
 
-gpu::GpuCall GpuCallOf(Direction direction, gpu::Dtype dtype, const ConvGeometry& g, Layout layout) {
+gpu::GpuCall GpuCallOf(Direction direction, Element dtype, const ConvGeometry& g, Layout layout) {
   gpu::GpuCall call;
-  call.direction = direction == Direction::kForward         ? gpu::Direction::kForward
-                   : direction == Direction::kBackpropInput ? gpu::Direction::kInput
-                                                            : gpu::Direction::kFilter;
+  call.direction = direction;
   call.dtype = dtype, call.g = g, call.layout = layout, call.float_math = GpuFloatMath();
   return call;
-}
-
-bool GpuVerbose() {
-  const char* v = std::getenv("TF_OPS_VERBOSE");
-  return v != nullptr && std::string(v) == "1";
 }
 #endif
 
@@ -204,15 +199,15 @@ class ConvOp : public OpKernel {
     if (spec_.sizes_from == SizesFrom::kTensor) {
       operands.sizes = &ctx->input(SizesInput(spec_));
     }
-    ConvPlan plan;
-    TF_OPS_REQUIRES_OK(ctx, PlanConv(spec_, attrs_, operands, sizeof(T), &plan));
-    TF_OPS_REQUIRES_OK(ctx, ctx->allocate_output(0, plan.out_shape, &p->out));
-    p->g = plan.g;
+    CheckedConv checked;
+    TF_OPS_REQUIRES_OK(ctx, CheckConv(spec_, attrs_, operands, sizeof(T), &checked));
+    TF_OPS_REQUIRES_OK(ctx, ctx->allocate_output(0, checked.out_shape, &p->out));
+    p->g = checked.g;
     p->layout = attrs_.layout;
     if (dir != Direction::kBackpropInput) p->x = &ctx->input(0);
     if (dir != Direction::kBackpropFilter) p->w = &ctx->input(1);
     if (dir != Direction::kForward) p->dy = &ctx->input(2);
-    return plan.out_shape.num_elements() > 0;
+    return checked.out_shape.num_elements() > 0;
   }
 
   void Launch(OpKernelContext* ctx, const Prepared& p, CpuDevice) {
@@ -259,7 +254,7 @@ class ConvOp : public OpKernel {
         ctx->op_device_context()->stream()->platform_specific_handle().stream);
     const void* a = spec_.direction == Direction::kBackpropInput ? p.w->data() : p.x->data();
     const void* b = spec_.direction == Direction::kForward ? p.w->data() : p.dy->data();
-    gpu::GpuCall call = GpuCallOf(spec_.direction, GpuDtype(), p.g, p.layout);
+    gpu::GpuCall call = GpuCallOf(spec_.direction, ElementOf<T>(), p.g, p.layout);
     call.aligned = (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
                     reinterpret_cast<uintptr_t>(p.out->data())) % 16 == 0;
     const gpu::GpuPlan plan = gpu::PlanGpu(call, GpuCutlass());
@@ -272,19 +267,12 @@ class ConvOp : public OpKernel {
     OP_REQUIRES(ctx, workspace != nullptr || plan.workspace_bytes == 0 || !gpu::IsCutlass(plan.entry),
                 absl::ResourceExhaustedError(Cat(spec_.label, ": out of memory: cannot allocate ",
                                                  plan.workspace_bytes, " bytes of GPU workspace for the ",
-                                                 gpu::EntryName(plan.entry), " plan")));
-    if (GpuVerbose()) std::fprintf(stderr, "tf_ops_verbose gpu %s\n", gpu::DescribeGpuPlan(plan).c_str());
+                                                 gpu::NameOf(plan.entry), " plan")));
+    if (Verbose()) std::fprintf(stderr, "tf_ops_verbose gpu %s\n", gpu::DescribeGpuPlan(plan).c_str());
     const std::string err = gpu::RunGpuPlan(plan, a, b, p.out->data(), workspace, stream);
     OP_REQUIRES(ctx, err.empty(), absl::InternalError(Cat(spec_.label, ": ", err)));
   }
 
-  static gpu::Dtype GpuDtype() {
-    if constexpr (std::is_same_v<T, Eigen::half>) return gpu::Dtype::kHalf;
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) return gpu::Dtype::kBFloat16;
-    if constexpr (std::is_same_v<T, float>) return gpu::Dtype::kFloat;
-    if constexpr (std::is_same_v<T, double>) return gpu::Dtype::kDouble;
-    return gpu::Dtype::kInt32;
-  }
 #endif
 
   const OpSpec spec_;
@@ -411,13 +399,34 @@ extern "C" __attribute__((visibility("default"))) int64_t TfOpsCpuRoofline(const
   return static_cast<int64_t>(text.size());
 }
 
-// Exact mode of the CPU kernels (cc/core/cpu/conv_fast.h), for tf_ops.set_exact_mode() and
-// tf_ops.exact_mode() (through ctypes).
+// Exact mode (cc/core/switches.h), for tf_ops.set_exact_mode() and tf_ops.exact_mode() (through
+// ctypes).
 extern "C" __attribute__((visibility("default"))) void TfOpsSetExactMode(int exact) {
-  tf_ops::cpu::SetExactMode(exact != 0);
+  tf_ops::SetExactMode(exact != 0);
 }
 extern "C" __attribute__((visibility("default"))) int TfOpsExactMode() {
-  return tf_ops::cpu::ExactMode() ? 1 : 0;
+  return tf_ops::ExactMode() ? 1 : 0;
+}
+
+// A switch of cc/core/switches.h by name ("exact", "direct_kernels", "verbose"), for the tests
+// (through ctypes): set on (1) or off (0), or only read (-1); returns its value before, or -1 for
+// a name that is none of them.
+extern "C" __attribute__((visibility("default"))) int TfOpsSwitch(const char* name, int value) {
+  struct Named {
+    const char* name;
+    bool (*get)();
+    void (*set)(bool);
+  };
+  static const Named switches[] = {{"exact", tf_ops::ExactMode, tf_ops::SetExactMode},
+                                   {"direct_kernels", tf_ops::DirectKernels, tf_ops::SetDirectKernels},
+                                   {"verbose", tf_ops::Verbose, tf_ops::SetVerbose}};
+  for (const Named& s : switches) {
+    if (name == nullptr || std::strcmp(name, s.name) != 0) continue;
+    const bool before = s.get();
+    if (value >= 0) s.set(value != 0);
+    return before ? 1 : 0;
+  }
+  return -1;
 }
 
 namespace {
@@ -428,12 +437,16 @@ std::string ExplainLine(int direction, int dtype, const char* data_format, const
                         const int64_t* strides, const int64_t* dilations, const int64_t* explicit_paddings,
                         int64_t paddings,
                         const std::function<std::string(const tf_ops::ConvGeometry&, tf_ops::Layout)>& describe) {
-  if (direction < 0 || direction > 2) return "error: direction " + std::to_string(direction) + " is not 0, 1 or 2";
-  if (dtype < 0 || dtype > 4) return "error: dtype " + std::to_string(dtype) + " is not 0 to 4";
+  const int directions = tf_ops::kDirections, dtypes = tf_ops::kElements;
+  if (direction < 0 || direction >= directions) {
+    return "error: direction " + std::to_string(direction) + " is not 0 to " + std::to_string(directions - 1);
+  }
+  if (dtype < 0 || dtype >= dtypes) return "error: dtype " + std::to_string(dtype) + " is not 0 to " + std::to_string(dtypes - 1);
   if (paddings < 0) return "error: " + std::to_string(paddings) + " explicit paddings";
-  const tf_ops::OpSpec& spec = direction == 0   ? tf_ops::kConv2D
-                               : direction == 1 ? tf_ops::kConv2DBackpropInput
-                                                : tf_ops::kConv2DBackpropFilter;
+  const auto d = static_cast<tf_ops::Direction>(direction);
+  const tf_ops::OpSpec& spec = d == tf_ops::Direction::kForward         ? tf_ops::kConv2D
+                               : d == tf_ops::Direction::kBackpropInput ? tf_ops::kConv2DBackpropInput
+                                                                        : tf_ops::kConv2DBackpropFilter;
   tf_ops::ParsedAttrs attrs;
   const absl::Status status = tf_ops::CheckAttrs(
       spec, data_format, padding, std::vector<int64_t>(strides, strides + 4),
@@ -453,24 +466,45 @@ std::string ExplainDevice(int device, int direction, int dtype, const char* data
   if (device < 0 || device > 1) return "error: device " + std::to_string(device) + " is not 0 or 1";
   return ExplainLine(direction, dtype, data_format, padding, sizes, strides, dilations, explicit_paddings, paddings,
                      [&](const tf_ops::ConvGeometry& g, tf_ops::Layout layout) -> std::string {
-                       if (device == 0) return tf_ops::cpu::ExplainCpuCall(direction, dtype, g, layout);
-#if TF_OPS_WITH_CUDA
-                       if (direction < 0 || direction > 2 || dtype < 0 || dtype > 4) return "error: bad code";
                        const auto d = static_cast<tf_ops::Direction>(direction);
-                       return tf_ops::gpu::DescribeGpuPlan(tf_ops::gpu::PlanGpu(
-                           tf_ops::GpuCallOf(d, static_cast<tf_ops::gpu::Dtype>(dtype), g, layout),
-                           tf_ops::GpuCutlass()));
+                       const auto e = static_cast<tf_ops::Element>(dtype);
+                       if (device == 0) return tf_ops::cpu::ExplainCpuCall(d, e, g, layout);
+#if TF_OPS_WITH_CUDA
+                       return tf_ops::gpu::DescribeGpuPlan(
+                           tf_ops::gpu::PlanGpu(tf_ops::GpuCallOf(d, e, g, layout), tf_ops::GpuCutlass()));
 #else
                        return "error: device='gpu', but this tf_ops build has no GPU kernels (built without CUDA)";
 #endif
                      });
 }
 
+// Copies `text` into out (NUL-terminated, cut to out_size - 1 characters); returns its whole length.
+int64_t CopyOut(const char* text, size_t size, char* out, int64_t out_size) {
+  if (out_size > 0) {
+    const size_t n = std::min<size_t>(size, static_cast<size_t>(out_size - 1));
+    std::copy(text, text + n, out);
+    out[n] = '\0';
+  }
+  return static_cast<int64_t>(size);
+}
+
 }  // namespace
 
+// The vocabulary (cc/core/vocabulary.h: VocabularyText) for the Python package, which reads its
+// names from here: written into out as CopyOut writes; returns the text's whole length, or -1 where
+// it cannot be made.
+extern "C" __attribute__((visibility("default"))) int64_t TfOpsVocabulary(char* out, int64_t out_size) {
+  try {
+    static const std::string text = tf_ops::VocabularyText();
+    return CopyOut(text.data(), text.size(), out, out_size);
+  } catch (...) {
+    return -1;  // out of memory: no exception crosses the C interface
+  }
+}
+
 // The plan the CPU kernels (device 0) or the GPU kernels (device 1, in a build with CUDA) would
-// run for one call, for tf_ops.explain() (through ctypes): direction 0 forward, 1 backprop
-// input, 2 backprop filter; dtype 0 half, 1 bfloat16, 2 float, 3 double, 4 int32; sizes: batch,
+// run for one call, for tf_ops.explain() (through ctypes): direction and dtype as the
+// vocabulary numbers them (Direction, Element: cc/core/vocabulary.h); sizes: batch,
 // in_rows, in_cols, in_depth, filter_rows, filter_cols, filter_in_depth, out_depth; the
 // attributes as the op takes them (strides and dilations 4 values each, explicit_paddings
 // `paddings` values), checked as its kernels check them (CheckAttrs). Writes the plan's line
@@ -492,12 +526,7 @@ extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplain(
     text = line.data(), size = line.size();
   } catch (...) {
   }
-  if (out_size > 0) {
-    const size_t n = std::min<size_t>(size, static_cast<size_t>(out_size - 1));
-    std::copy(text, text + n, out);
-    out[n] = '\0';
-  }
-  return static_cast<int64_t>(size);
+  return CopyOut(text, size, out, out_size);
 }
 
 #if TF_OPS_WITH_CUDA

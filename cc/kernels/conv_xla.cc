@@ -1,6 +1,6 @@
 // XLA lowerings of the TfOps> convolution family: each op becomes one XLA convolution
 // (ConvGeneralDilated), after the same checks and messages as its kernels (PlanConv in
-// conv_plan.h), raised when the function is compiled.
+// conv_checks.h), raised when the function is compiled.
 //   forward          x (*) w: window strides = strides, rhs dilation = dilations, feature groups.
 //   backprop input   dy dilated by the strides (lhs dilation: no zero is stored) (*) the filter
 //                    reversed in space, its in/out features swapped within each group.
@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "cc/core/conv_geometry.h"
-#include "cc/kernels/conv_plan.h"
+#include "cc/kernels/conv_checks.h"
 #include "tensorflow/compiler/tf2xla/literal_util.h"
 #include "tensorflow/compiler/tf2xla/shape_util.h"
 #include "tensorflow/compiler/tf2xla/type_util.h"
@@ -106,17 +106,15 @@ class ConvXlaOp : public XlaOpKernel {
       operands.sizes = &sizes;
     }
     const ::tensorflow::DataType dtype = ctx->expected_output_dtype(0);
-    ConvPlan plan;
-    OP_REQUIRES_OK(ctx, PlanConv(spec_, attrs_, operands, ::tensorflow::DataTypeSize(dtype), &plan));
+    CheckedConv checked;
+    OP_REQUIRES_OK(ctx, CheckConv(spec_, attrs_, operands, ::tensorflow::DataTypeSize(dtype), &checked));
     xla::PrimitiveType type;
     OP_REQUIRES_OK(ctx, ::tensorflow::DataTypeToPrimitiveType(dtype, &type));
 
-    const ConvGeometry& g = plan.g;
+    const ConvGeometry& g = checked.g;
     std::vector<int64_t> out_dims;
-    for (int i = 0; i < plan.out_shape.dims(); ++i) out_dims.push_back(plan.out_shape.dim_size(i));
-    const int a = dir == Direction::kBackpropInput ? 1 : 0, b = dir == Direction::kForward ? 1 : 2;
-    if (plan.out_shape.num_elements() == 0 || operands.in[a].num_elements() == 0 ||
-        operands.in[b].num_elements() == 0) {
+    for (int i = 0; i < checked.out_shape.dims(); ++i) out_dims.push_back(checked.out_shape.dim_size(i));
+    if (EmptyRule(dir, g) != EmptyCall::kCompute) {
       const xla::XlaOp zero = xla::ConvertElementType(xla::ConstantR0<int32_t>(ctx->builder(), 0), type);
       ctx->SetOutput(0, xla::Broadcast(zero, out_dims));  // the empty sums
       return;

@@ -67,6 +67,7 @@
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
 #include "cc/core/cpu/conv_fast.h"
+#include "cc/core/switches.h"
 #include "cc/core/cpu/coverage.h"
 #include "cc/core/cpu/direct_loops.h"
 #include "cc/core/cpu/microkernels.h"
@@ -76,7 +77,23 @@ namespace tf_ops {
 namespace cpu {
 namespace {
 
-enum Direction { kForward = 1, kInput = 2, kFilter = 4, kAll = 7 };
+// Which directions a geometry runs: a bit each, bit d for the vocabulary's Direction d.
+constexpr int Bit(Direction d) { return 1 << static_cast<int>(d); }
+enum Directions : int {
+  kForward = Bit(Direction::kForward),
+  kInput = Bit(Direction::kBackpropInput),
+  kFilter = Bit(Direction::kBackpropFilter),
+  kAll = kForward | kInput | kFilter
+};
+
+// The fast kernels' run of direction d (RunPlan of PlanConv, in this process's exact mode; its
+// operands as RunPlan takes them): whether they applied.
+template <typename T>
+bool RunFast(Direction d, const ConvGeometry& g, Layout layout, const T* a, const T* b, T* out,
+             const ParallelFor& parallel_for) {
+  return RunPlan(PlanConv(d, g, layout, ElementOf<T>(), ExactMode()), g, a, b, out, parallel_for, {}) ==
+         RunResult::kRan;
+}
 
 bool plant_fault = false;
 // Probing (--fill): each check runs the fast kernel once, for the paths and kernels it reaches,
@@ -278,29 +295,32 @@ void ChunkSpace(const Add& add) {
   }
 }
 
-// Forward float filters read in place (conv_fast.cc: output channels in whole column
-// blocks, at most kMaxInPlaceTaps = 9 taps, at most kMaxInPlacePixels = 4096 computed
-// pixels; rows K floats apart): out-depths of one to three column blocks and parts of one
-// of the widest GEMM tile (nb; 3 nb / 4 picks the narrowest), in one group and two; 1x1
-// filters (one affine run) over 4096 pixels and one row more; filters of 9 and 10 taps at
-// stride 2 (indirect tiles, edge tiles among them); reductions at the chunk boundary of a
-// 3x3 filter (196608 / (9 nb) channels) and past it, whose chunks start K floats a row into
+// Forward float filters read in place (plan.h: output channels in whole column blocks, at most
+// kMaxInPlaceTaps taps, at most kMaxInPlacePixels computed pixels; rows K floats apart):
+// out-depths of one to three column blocks and parts of one of the widest GEMM tile (nb; 3 nb /
+// 4 picks the narrowest), in one group and two; 1x1 filters (one affine run) over
+// kMaxInPlacePixels pixels and one row more; filters of kMaxInPlaceTaps taps and one more at
+// stride 2 (indirect tiles, edge tiles among them); reductions at the chunk boundary of a 3x3
+// filter (kPanelFloats / (9 nb) channels) and past it, whose chunks start K floats a row into
 // the filter.
 void InPlaceSpace(const Add& add) {
   const int64_t nb = Kernels().gemm[2].nb;
   const ConvAttrs valid = Attrs(1, 1, 1, 1, Padding::kValid), strided = Attrs(2, 2, 1, 1, Padding::kSame);
   for (int64_t k : {nb / 2, 3 * nb / 4, nb, nb + nb / 2, 2 * nb, 3 * nb, 2 * nb + 8}) {
     for (int64_t groups : {1, 2}) {
-      for (int64_t cols : {64, 65}) {
-        add({"filter in place", 1, 64, cols, 5 * groups, 1, 1, 5, groups * k, valid, Layout::kNHWC, kForward});
+      constexpr int64_t rows = 64, cols = kMaxInPlacePixels / rows;
+      static_assert(rows * cols == kMaxInPlacePixels, "a whole number of rows");
+      for (int64_t c : {cols, cols + 1}) {
+        add({"filter in place", 1, rows, c, 5 * groups, 1, 1, 5, groups * k, valid, Layout::kNHWC, kForward});
       }
+      static_assert(kMaxInPlaceTaps == 9, "the filters below: 3x3, 1x9 at the cap, 2x5 and 1x10 past it");
       for (const auto& f : {std::pair<int64_t, int64_t>{3, 3}, {1, 9}, {2, 5}, {1, 10}}) {
         add({"filter in place", 2, 5, 19, 40 * groups, f.first, f.second, 40, groups * k, strided,
              Layout::kNHWC, kForward});
       }
     }
   }
-  const int64_t bound = 196608 / (9 * nb);
+  const int64_t bound = kPanelFloats / (9 * nb);
   for (int64_t src : {bound - 1, bound, bound + 1, 2 * bound + 1}) {
     add({"filter in place chunks", 1, 3, 5, src, 3, 3, src, 2 * nb, strided, Layout::kNHWC, kForward});
   }
@@ -1184,30 +1204,30 @@ class Runner {
     if (plant_fault) wt.back() = static_cast<T>(0.0f);
     const int64_t taps = g.filter_rows * g.filter_cols;
     if (s.directions & kForward) {
-      Check<T>(s, g, ConvDirection::kForward, "forward", g.output_elements(), taps * g.filter_in_depth,
+      Check<T>(s, g, Direction::kForward, "forward", g.output_elements(), taps * g.filter_in_depth,
                [&] { return WinogradScale(g, s.layout, true, absolute(lanes_x_), absolute(lanes_w_)); },
                [&](T* out, const ParallelFor& pf) {
-                 return FastConvForward<T>(g, s.layout, xt.data(), wt.data(), out, pf);
+                 return RunFast(Direction::kForward, g, s.layout, xt.data(), wt.data(), out, pf);
                },
                [&](Lanes* out) {
                  DirectConvForward<Lanes>(g, s.layout, lanes_x_.data(), lanes_w_.data(), out, SerialFor);
                });
     }
     if (s.directions & kInput) {
-      Check<T>(s, g, ConvDirection::kBackpropInput, "backprop input", g.input_elements(), taps * g.out_depth_per_group(),
+      Check<T>(s, g, Direction::kBackpropInput, "backprop input", g.input_elements(), taps * g.out_depth_per_group(),
                [&] { return WinogradScale(g, s.layout, false, absolute(lanes_dy_), absolute(lanes_w_)); },
                [&](T* out, const ParallelFor& pf) {
-                 return FastConvBackpropInput<T>(g, s.layout, wt.data(), dyt.data(), out, pf);
+                 return RunFast(Direction::kBackpropInput, g, s.layout, dyt.data(), wt.data(), out, pf);
                },
                [&](Lanes* out) {
                  DirectConvBackpropInput<Lanes>(g, s.layout, lanes_w_.data(), lanes_dy_.data(), out, SerialFor);
                });
     }
     if (s.directions & kFilter) {
-      Check<T>(s, g, ConvDirection::kBackpropFilter, "backprop filter", g.filter_elements(), g.batch * g.out_rows * g.out_cols,
+      Check<T>(s, g, Direction::kBackpropFilter, "backprop filter", g.filter_elements(), g.batch * g.out_rows * g.out_cols,
                [&] { return WinogradFilterScale(g, s.layout, absolute(lanes_x_), absolute(lanes_dy_)); },
                [&](T* out, const ParallelFor& pf) {
-                 return FastConvBackpropFilter<T>(g, s.layout, xt.data(), dyt.data(), out, pf);
+                 return RunFast(Direction::kBackpropFilter, g, s.layout, xt.data(), dyt.data(), out, pf);
                },
                [&](Lanes* out) {
                  DirectConvBackpropFilter<Lanes>(g, s.layout, lanes_x_.data(), lanes_dy_.data(), out, SerialFor);
@@ -1218,7 +1238,7 @@ class Runner {
   // `op(out, pf)` writes the fast kernel's result through pf (returning whether it applied);
   // `reference(out)` the direction's float64 results for every element type (Lanes).
   template <typename T, typename Scale, typename Op, typename Reference>
-  void Check(const Spec& s, const ConvGeometry& g, ConvDirection dir, const char* direction, int64_t size,
+  void Check(const Spec& s, const ConvGeometry& g, Direction dir, const char* direction, int64_t size,
              int64_t products, const Scale& scale, const Op& op, const Reference& reference) {
     const uint64_t before = WinogradCount();
     CheckOnce<T>(s, g, dir, direction, size, products, scale, op, reference, /*exact=*/false);
@@ -1237,7 +1257,7 @@ class Runner {
   }
 
   template <typename T, typename Scale, typename Op, typename Reference>
-  void CheckOnce(const Spec& s, const ConvGeometry& g, ConvDirection dir, const char* direction, int64_t size,
+  void CheckOnce(const Spec& s, const ConvGeometry& g, Direction dir, const char* direction, int64_t size,
                  int64_t products, const Scale& scale, const Op& op, const Reference& reference,
                  bool exact) {
     ++stats_->runs;
@@ -1257,13 +1277,13 @@ class Runner {
     if (!op(fast.data(), serial)) return Fail(s, g, direction, TypeInfo<T>::name, "the fast kernel did not apply");
     if (tally.peak - tally.live != plan.workspace_bytes) {
       return Fail(s, g, direction, TypeInfo<T>::name,
-                  std::string(AlgorithmName(plan.algorithm)) + " held " + std::to_string(tally.peak - tally.live) +
+                  std::string(NameOf(plan.algorithm)) + " held " + std::to_string(tally.peak - tally.live) +
                       " bytes of workspace, its plan " + std::to_string(plan.workspace_bytes));
     }
     // Every Workspace inside the call's one block, given back last taken first.
     if (tally.overflows != 0 || tally.misorders != 0) {
       return Fail(s, g, direction, TypeInfo<T>::name,
-                  std::string(AlgorithmName(plan.algorithm)) + ": " + std::to_string(tally.overflows) +
+                  std::string(NameOf(plan.algorithm)) + ": " + std::to_string(tally.overflows) +
                       " workspace requests outside the call's block, " + std::to_string(tally.misorders) +
                       " given back out of order");
     }
@@ -1392,7 +1412,7 @@ std::vector<std::string> Unreached(const coverage::Record& record, bool print, i
   const bool pairs = table.gemm_bf16_pairs != nullptr;
   const bool rows = table.dw[0].row[0][0][kElemF32] != nullptr;
   const bool narrowed = table.gemm[0].affine_narrow[kElemF16] != nullptr;
-  const bool amx = pairs && table.gemm_bf16_pairs == AmxBf16GemmKernels();
+  const bool amx = table.amx_tiles;
   using Paths = std::initializer_list<Path>;
   const Paths needs_pairs = {Path::kGemmBf16Pairs, Path::kFilterPairs, Path::kColumnsMergedPairs,
                              Path::kBandedMergedStraddling, Path::kFilterTiles, Path::kFilterTilesChannelChunks,
@@ -1405,22 +1425,18 @@ std::vector<std::string> Unreached(const coverage::Record& record, bool print, i
   const auto in = [](const Paths& paths, Path path) {
     return std::find(paths.begin(), paths.end(), path) != paths.end();
   };
-  // Every algorithm the planner can name (plan.h), read from its enum: a new one that no
-  // geometry reaches fails the sweep. The direct loops are the sweep's reference, never a
-  // plan of the cases it runs; space-to-depth GEMM passes and bordered columns are AMX's, the
-  // filter tiles need the bfloat16 pair kernels.
+  // Every algorithm the planner can name with this table (AlgorithmInTable), read from its
+  // enum: a new one that no geometry reaches fails the sweep. The direct loops are the sweep's
+  // reference, never a plan of the cases it runs.
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {
     const Algorithm algorithm = static_cast<Algorithm>(a);
     const uint64_t n = AlgorithmCount(record, a);
-    const bool expected = algorithm != Algorithm::kDirect &&
-                          (amx || (algorithm != Algorithm::kSpaceToDepth &&
-                                   algorithm != Algorithm::kIndirectBordered)) &&
-                          (pairs || algorithm != Algorithm::kFilterTiles);
+    const bool expected = algorithm != Algorithm::kDirect && AlgorithmInTable(algorithm, table);
     if (print) {
-      std::printf("  algorithm %-65s %llu%s\n", AlgorithmName(algorithm), (unsigned long long)n,
+      std::printf("  algorithm %-65s %llu%s\n", NameOf(algorithm), (unsigned long long)n,
                   expected ? "" : " (not in this instruction set's table)");
     }
-    if (n == 0 && expected) missed.push_back(std::string("algorithm: ") + AlgorithmName(algorithm));
+    if (n == 0 && expected) missed.push_back(std::string("algorithm: ") + NameOf(algorithm));
   }
   for (int p = 0; p < static_cast<int>(Path::kCount); ++p) {
     const Path path = static_cast<Path>(p);
@@ -1444,6 +1460,7 @@ std::vector<std::string> Unreached(const coverage::Record& record, bool print, i
     // of the direct passes, its filter gradient the filter tiles (16 channels a group, as
     // Winograd needs).
     if (amx && kind == kElemBF16 && (std::strcmp(name, "winograd.input") == 0 ||
+                                     std::strcmp(name, "winograd.filter") == 0 ||
                                      std::strcmp(name, "winograd.gradient") == 0)) {
       return;
     }
@@ -1520,9 +1537,9 @@ int Main(int argc, char** argv) {
     } else if (arg == "--no-values") {
       check_values = false;
     } else if (arg == "--plant-planner-bug") {
-      planted_planner_bug = true;
+      test_switches.planted_planner_bug = true;
     } else if (arg == "--plant-unwritten-workspace") {
-      fast::planted_unwritten_workspace = true;
+      test_switches.planted_unwritten_workspace = true;
     } else if (arg == "--digest") {
       digest = true;
     } else if (arg == "--list") {
@@ -1535,7 +1552,7 @@ int Main(int argc, char** argv) {
     }
   }
   if (runs.empty()) runs.emplace_back();
-  fast::poison_workspace = true;
+  test_switches.poison_workspace = true;
   if (!only.empty()) coverage = false;  // one space cannot reach everything
   if (fill && (shards > 1 || !coverage || runs.size() > 1)) {
     std::fprintf(stderr, "--fill fills the coverage of a whole run of one instruction set: not with --shard, --space, --no-coverage or several --isas\n");

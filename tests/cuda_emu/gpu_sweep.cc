@@ -47,6 +47,7 @@
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
 #include "cc/core/cpu/conv_fast.h"
+#include "cc/core/switches.h"
 #include "cc/core/gpu/conv_gpu.h"
 #include "cc/core/gpu/conv_gpu_plan.h"
 #include "cuda_emu.h"
@@ -55,8 +56,6 @@
 namespace tf_ops {
 namespace {
 
-using gpu::Direction;
-using gpu::Dtype;
 using gpu::Kernel;
 using gpu::Kind;
 
@@ -88,9 +87,9 @@ struct Case {
 
 // The element types and the kind of GEMM each runs in; int32 is declared for forward and
 // backprop input only.
-constexpr Dtype kDtypes[] = {Dtype::kHalf, Dtype::kBFloat16, Dtype::kFloat, Dtype::kDouble, Dtype::kInt32};
-bool Runs(Dtype t, Direction d) { return t != Dtype::kInt32 || d != Direction::kFilter; }
-Kind GemmKind(Dtype t) { return t == Dtype::kHalf || t == Dtype::kBFloat16 ? Kind::kMma : Kind::kGemm; }
+constexpr Element kDtypes[] = {Element::kHalf, Element::kBFloat16, Element::kFloat, Element::kDouble, Element::kInt32};
+bool Runs(Element t, Direction d) { return t != Element::kInt32 || d != Direction::kBackpropFilter; }
+Kind GemmKind(Element t) { return t == Element::kHalf || t == Element::kBFloat16 ? Kind::kMma : Kind::kGemm; }
 
 // The problems of direction d over g that launch (none where the op zero-fills or has no output).
 std::vector<gpu::ProblemSizes> Launched(Direction d, const ConvGeometry& g) {
@@ -101,8 +100,8 @@ std::vector<gpu::ProblemSizes> Launched(Direction d, const ConvGeometry& g) {
   std::vector<gpu::ProblemSizes> out;
   if (!launches) return out;
   if (d == Direction::kForward) out.push_back(gpu::ForwardSizes(g));
-  if (d == Direction::kFilter) out.push_back(gpu::FilterSizes(g));
-  if (d == Direction::kInput) {
+  if (d == Direction::kBackpropFilter) out.push_back(gpu::FilterSizes(g));
+  if (d == Direction::kBackpropInput) {
     for (const gpu::InputClass& c : gpu::InputClasses(g)) out.push_back(c.sizes);
   }
   for (size_t i = out.size(); i-- > 0;) {
@@ -112,12 +111,12 @@ std::vector<gpu::ProblemSizes> Launched(Direction d, const ConvGeometry& g) {
 }
 
 // The plan conv_gpu.cu makes for problem p of direction d in element type t under `kernel`.
-gpu::LaunchPlan PlanOf(Direction d, const gpu::ProblemSizes& p, Dtype t, Kernel kernel, bool workspace,
+gpu::LaunchPlan PlanOf(Direction d, const gpu::ProblemSizes& p, Element t, Kernel kernel, bool workspace,
                        bool* no_workspace) {
   const bool direct = gpu::Direct(kernel, p.N);
   const Kind kind = direct ? Kind::kDirect : GemmKind(t);
   // Only the filter gradient's direct kernel sums slices (FilterProblem::kDirectSlices).
-  gpu::LaunchPlan plan = gpu::PlanLaunch(p, kind, direct && d != Direction::kFilter ? 1 : gpu::kTargetThreads);
+  gpu::LaunchPlan plan = gpu::PlanLaunch(p, kind, direct && d != Direction::kBackpropFilter ? 1 : gpu::kTargetThreads);
   *no_workspace = plan.slices > 1 && !workspace;
   if (*no_workspace) plan = gpu::PlanLaunch(p, kind, 1);
   return plan;
@@ -128,11 +127,11 @@ std::set<int> Reaches(const Case& c, double* cost) {
   std::set<int> reached;
   *cost = 0;
   const bool nchw = c.spec.layout == Layout::kNCHW;
-  for (Direction d : {Direction::kForward, Direction::kInput, Direction::kFilter}) {
+  for (Direction d : {Direction::kForward, Direction::kBackpropInput, Direction::kBackpropFilter}) {
     gpu::ForEachOpPath(d, c.g, [&](gpu::OpPath p) { reached.insert(gpu::OpPathIndex(d, p)); });
     for (const gpu::ProblemSizes& p : Launched(d, c.g)) {
       for (Kernel kernel : c.kernels) {
-        for (Dtype t : kDtypes) {
+        for (Element t : kDtypes) {
           if (!Runs(t, d)) continue;
           bool no_workspace = false;
           const gpu::LaunchPlan plan = PlanOf(d, p, t, kernel, c.workspace, &no_workspace);
@@ -150,7 +149,7 @@ std::set<int> Reaches(const Case& c, double* cost) {
 
 std::vector<int> Required() {
   std::vector<int> out;
-  for (Direction d : {Direction::kForward, Direction::kInput, Direction::kFilter}) {
+  for (Direction d : {Direction::kForward, Direction::kBackpropInput, Direction::kBackpropFilter}) {
     for (Kind k : {Kind::kGemm, Kind::kMma, Kind::kDirect}) {
       for (int p = 0; p < gpu::kPaths; ++p) {
         if (gpu::PathApplies(d, k, static_cast<gpu::Path>(p))) out.push_back(gpu::PathIndex(d, k, static_cast<gpu::Path>(p)));
@@ -164,14 +163,14 @@ std::vector<int> Required() {
 }
 
 std::string IndexName(int index) {
-  const int launch_paths = gpu::kDirections * gpu::kKinds * gpu::kPaths;
+  const int launch_paths = kDirections * gpu::kKinds * gpu::kPaths;
   if (index >= launch_paths) {
     const int i = index - launch_paths;
-    return std::string(gpu::DirectionName(static_cast<Direction>(i / gpu::kOpPaths))) + "/" +
+    return std::string(NameOf(static_cast<Direction>(i / gpu::kOpPaths))) + "/" +
            gpu::OpPathName(static_cast<gpu::OpPath>(i % gpu::kOpPaths));
   }
   const int p = index % gpu::kPaths, k = index / gpu::kPaths % gpu::kKinds, d = index / (gpu::kPaths * gpu::kKinds);
-  return std::string(gpu::DirectionName(static_cast<Direction>(d))) + "/" + gpu::KindName(static_cast<Kind>(k)) + "/" +
+  return std::string(NameOf(static_cast<Direction>(d))) + "/" + gpu::KindName(static_cast<Kind>(k)) + "/" +
          gpu::PathName(static_cast<gpu::Path>(p));
 }
 
@@ -287,31 +286,31 @@ template <typename T>
 struct Info;
 template <>
 struct Info<Eigen::half> {
-  static constexpr Dtype dtype = Dtype::kHalf;
+  static constexpr Element dtype = Element::kHalf;
   static constexpr const char* name = "float16";
   static constexpr double unit = 0x1p-11, acc = 0x1p-24, floor = 0x1p-25;
 };
 template <>
 struct Info<Eigen::bfloat16> {
-  static constexpr Dtype dtype = Dtype::kBFloat16;
+  static constexpr Element dtype = Element::kBFloat16;
   static constexpr const char* name = "bfloat16";
   static constexpr double unit = 0x1p-8, acc = 0x1p-24, floor = 0;
 };
 template <>
 struct Info<float> {
-  static constexpr Dtype dtype = Dtype::kFloat;
+  static constexpr Element dtype = Element::kFloat;
   static constexpr const char* name = "float32";
   static constexpr double unit = 0x1p-24, acc = 0x1p-24, floor = 0;
 };
 template <>
 struct Info<double> {
-  static constexpr Dtype dtype = Dtype::kDouble;
+  static constexpr Element dtype = Element::kDouble;
   static constexpr const char* name = "float64";
   static constexpr double unit = 0x1p-53, acc = 0x1p-53, floor = 0;
 };
 template <>
 struct Info<int32_t> {
-  static constexpr Dtype dtype = Dtype::kInt32;
+  static constexpr Element dtype = Element::kInt32;
   static constexpr const char* name = "int32";
   static constexpr double unit = 0, acc = 0, floor = 0;
 };
@@ -323,7 +322,7 @@ const auto kStream = reinterpret_cast<gpu::Stream>(&stream_object);
 
 void Fail(const Case& c, Kernel kernel, Direction dir, const char* type, const std::string& what) {
   if (++failures <= 30) {
-    std::printf("FAIL %s %s, %s kernel [%s]: %s\n", gpu::DirectionName(dir), type,
+    std::printf("FAIL %s %s, %s kernel [%s]: %s\n", NameOf(dir), type,
                 kernel == Kernel::kGemm ? "GEMM" : kernel == Kernel::kDirect ? "direct" : "chosen",
                 Describe(c).c_str(), what.c_str());
   }
@@ -353,7 +352,7 @@ void Run(const Case& c, Kernel kernel, Direction dir, uint64_t seed) {
   };
   const std::vector<T> x = make(g.input_elements()), w = make(g.filter_elements()), dy = make(g.output_elements());
   const int64_t size = dir == Direction::kForward ? g.output_elements()
-                       : dir == Direction::kInput ? g.input_elements()
+                       : dir == Direction::kBackpropInput ? g.input_elements()
                                                   : g.filter_elements();
   std::vector<std::vector<char>> kept;  // the workspaces of one run, poisoned
   gpu::WorkspaceFn workspace;
@@ -378,11 +377,11 @@ void Run(const Case& c, Kernel kernel, Direction dir, uint64_t seed) {
     if (dir == Direction::kForward) {
       err = gpu::ConvForward(Info<T>::dtype, g, layout, x.data(), w.data(), out.data(), kStream, workspace, kernel);
     }
-    if (dir == Direction::kInput) {
+    if (dir == Direction::kBackpropInput) {
       err = gpu::ConvBackpropInput(Info<T>::dtype, g, layout, w.data(), dy.data(), out.data(), kStream, workspace,
                                    kernel);
     }
-    if (dir == Direction::kFilter) {
+    if (dir == Direction::kBackpropFilter) {
       err = gpu::ConvBackpropFilter(Info<T>::dtype, g, layout, x.data(), dy.data(), out.data(), kStream, workspace,
                                     kernel);
     }
@@ -410,10 +409,10 @@ void Run(const Case& c, Kernel kernel, Direction dir, uint64_t seed) {
   // The CPU kernels' result.
   std::vector<T> cpu_out(size);
   if (dir == Direction::kForward) cpu::ConvForward<T>(g, layout, x.data(), w.data(), cpu_out.data(), cpu::SerialFor);
-  if (dir == Direction::kInput) {
+  if (dir == Direction::kBackpropInput) {
     cpu::ConvBackpropInput<T>(g, layout, w.data(), dy.data(), cpu_out.data(), cpu::SerialFor);
   }
-  if (dir == Direction::kFilter) {
+  if (dir == Direction::kBackpropFilter) {
     cpu::ConvBackpropFilter<T>(g, layout, x.data(), dy.data(), cpu_out.data(), cpu::SerialFor);
   }
   if constexpr (std::is_same_v<T, int32_t>) {
@@ -434,16 +433,16 @@ void Run(const Case& c, Kernel kernel, Direction dir, uint64_t seed) {
       const std::vector<double> xd = exact(x, absolute), wd = exact(w, absolute), dyd = exact(dy, absolute);
       double* out = absolute ? abs_ref.data() : ref.data();
       if (dir == Direction::kForward) cpu::DirectConvForward<double>(g, layout, xd.data(), wd.data(), out, cpu::SerialFor);
-      if (dir == Direction::kInput) {
+      if (dir == Direction::kBackpropInput) {
         cpu::DirectConvBackpropInput<double>(g, layout, wd.data(), dyd.data(), out, cpu::SerialFor);
       }
-      if (dir == Direction::kFilter) {
+      if (dir == Direction::kBackpropFilter) {
         cpu::DirectConvBackpropFilter<double>(g, layout, xd.data(), dyd.data(), out, cpu::SerialFor);
       }
     }
     const int64_t taps = g.filter_rows * g.filter_cols;
     const int64_t n = dir == Direction::kForward ? taps * g.filter_in_depth
-                      : dir == Direction::kInput ? taps * g.out_depth_per_group()
+                      : dir == Direction::kBackpropInput ? taps * g.out_depth_per_group()
                                                  : g.batch * g.out_rows * g.out_cols;
     for (int64_t i = 0; i < size; ++i) {
       const double sum_error = 2.0 * static_cast<double>(n) * Info<T>::acc * abs_ref[i];
@@ -547,18 +546,18 @@ int64_t CheckPlans() {
               const gpu::ProblemSizes p{M, N, R, groups};
               const gpu::LaunchPlan plan = gpu::PlanLaunch(p, kind, max_slices);
               const int64_t one = gpu::ShapeOf(kind, M, N, groups).threads();
-              const int64_t want = std::min(gpu::CeilDiv(R, gpu::kSliceMin),
+              const int64_t want = std::min(CeilDiv(R, gpu::kSliceMin),
                                             std::max<int64_t>(1, gpu::kTargetThreads / one));
               const int64_t zs = plan.slices * groups;
               const bool ok =
                   plan.slices >= 1 && plan.slices <= std::max<int64_t>(1, std::min(want, max_slices)) &&
                   plan.slices * plan.slice_len >= R && (R == 0 || (plan.slices - 1) * plan.slice_len < R) &&
                   // As many slices as wanted, up to a slice's rounding (none empty).
-                  (R == 0 || plan.slices >= gpu::CeilDiv(R, gpu::CeilDiv(R, std::max<int64_t>(
+                  (R == 0 || plan.slices >= CeilDiv(R, CeilDiv(R, std::max<int64_t>(
                                                                            1, std::min(want, max_slices))))) &&
-                  plan.blocks == (kind == Kind::kDirect ? gpu::CeilDiv(M * zs * N, gpu::kDirectThreads)
-                                                        : gpu::CeilDiv(M, gpu::Tiling::kTileM) *
-                                                              gpu::CeilDiv(N, gpu::Tiling::kTileN) * zs) &&
+                  plan.blocks == (kind == Kind::kDirect ? CeilDiv(M * zs * N, gpu::kDirectThreads)
+                                                        : CeilDiv(M, gpu::Tiling::kTileM) *
+                                                              CeilDiv(N, gpu::Tiling::kTileN) * zs) &&
                   (plan.slices == 1) == (plan.partial_elements(p) == 0);
               ++checked;
               if (!ok && ++broken <= 10) {
@@ -657,7 +656,7 @@ int Main(int argc, char** argv) {
   }
   // The CPU kernels in exact mode (direct sums, the bound used here); their fast algorithms
   // have wider bounds of their own (tests/test_accuracy.py).
-  cpu::SetExactMode(true);
+  SetExactMode(true);
   gpu::coverage.on = true;
   int64_t ran = 0;
   std::vector<size_t> failed;
@@ -668,12 +667,12 @@ int Main(int argc, char** argv) {
     ++ran;
     const uint64_t seed = 1000 + index + 1;
     for (Kernel kernel : c.kernels) {
-      for (Direction dir : {Direction::kForward, Direction::kInput, Direction::kFilter}) {
+      for (Direction dir : {Direction::kForward, Direction::kBackpropInput, Direction::kBackpropFilter}) {
         Run<Eigen::half>(c, kernel, dir, seed);
         Run<Eigen::bfloat16>(c, kernel, dir, seed);
         Run<float>(c, kernel, dir, seed);
         Run<double>(c, kernel, dir, seed);
-        if (Runs(Dtype::kInt32, dir)) Run<int32_t>(c, kernel, dir, seed);
+        if (Runs(Element::kInt32, dir)) Run<int32_t>(c, kernel, dir, seed);
       }
     }
     if (failures > failures_before) failed.push_back(index);

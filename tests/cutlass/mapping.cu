@@ -46,8 +46,6 @@ SetEntry Tf32x3Entry() { return {&SetRefusal<Tf32x3Set>, nullptr}; }
 namespace {
 
 using namespace tf_ops;
-using gpu::Direction;
-using gpu::Dtype;
 using gpu::Entry;
 using gpu::Rule;
 
@@ -234,16 +232,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) verbose = verbose || std::strcmp(argv[i], "--verbose") == 0;
   const gpu::CutlassKernels& kernels = gpu::BuiltCutlassKernels();
   struct Math {
-    Dtype dtype;
+    Element dtype;
     gpu::FloatMath math;
     const char* name;
   };
-  const Math maths[] = {{Dtype::kHalf, gpu::FloatMath::kTf32x3, "float16"},
-                        {Dtype::kBFloat16, gpu::FloatMath::kTf32x3, "bfloat16"},
-                        {Dtype::kFloat, gpu::FloatMath::kTf32, "float32/tf32"},
-                        {Dtype::kFloat, gpu::FloatMath::kTf32x3, "float32/tf32x3"},
-                        {Dtype::kDouble, gpu::FloatMath::kTf32x3, "float64"},
-                        {Dtype::kInt32, gpu::FloatMath::kTf32x3, "int32"}};
+  const Math maths[] = {{Element::kHalf, gpu::FloatMath::kTf32x3, "float16"},
+                        {Element::kBFloat16, gpu::FloatMath::kTf32x3, "bfloat16"},
+                        {Element::kFloat, gpu::FloatMath::kTf32, "float32/tf32"},
+                        {Element::kFloat, gpu::FloatMath::kTf32x3, "float32/tf32x3"},
+                        {Element::kDouble, gpu::FloatMath::kTf32x3, "float64"},
+                        {Element::kInt32, gpu::FloatMath::kTf32x3, "int32"}};
   std::set<std::pair<int, int>> chosen;               // (direction, entry)
   std::set<std::pair<int, int>> refused;              // (entry, rule)
   std::set<std::tuple<int, std::string>> checked;     // (op, shape) references run
@@ -251,7 +249,7 @@ int main(int argc, char** argv) {
   const std::vector<Case> cases = Cases();
   for (const Case& cs : cases) {
     for (const Math& m : maths) {
-      for (const Direction d : {Direction::kForward, Direction::kInput, Direction::kFilter}) {
+      for (const Direction d : {Direction::kForward, Direction::kBackpropInput, Direction::kBackpropFilter}) {
         gpu::GpuCall call;
         call.direction = d, call.dtype = m.dtype, call.g = cs.g, call.layout = cs.layout, call.float_math = m.math;
         const gpu::GpuPlan plan = gpu::PlanGpu(call, &kernels);
@@ -260,7 +258,7 @@ int main(int argc, char** argv) {
         for (const gpu::Refusal& r : plan.refused) refused.insert({static_cast<int>(r.entry), static_cast<int>(r.rule)});
         if (verbose) std::printf("%s %s %s\n", cs.what.c_str(), m.name, gpu::DescribeGpuPlan(plan).c_str());
         if (!gpu::IsCutlass(plan.entry)) continue;
-        const std::string where = cs.what + " (" + m.name + ", " + gpu::EntryName(plan.entry) + ")";
+        const std::string where = cs.what + " (" + m.name + ", " + gpu::NameOf(plan.entry) + ")";
         const std::string refusal = kernels.refusal(plan.op, m.dtype, m.math, plan.shape);
         if (!refusal.empty()) Fail(where + ": can_implement refuses the planned problem: " + refusal);
         if (!cs.reference) continue;
@@ -285,7 +283,7 @@ int main(int argc, char** argv) {
     gpu::GpuCall call;
     call.g = cases.front().g;
     call.aligned = false;
-    for (const Direction d : {Direction::kForward, Direction::kInput, Direction::kFilter}) {
+    for (const Direction d : {Direction::kForward, Direction::kBackpropInput, Direction::kBackpropFilter}) {
       call.direction = d;
       for (const gpu::Refusal& r : gpu::PlanGpu(call, built ? &kernels : nullptr).refused) {
         refused.insert({static_cast<int>(r.entry), static_cast<int>(r.rule)});
@@ -295,14 +293,14 @@ int main(int argc, char** argv) {
   // Every entry of every direction chosen somewhere.
   const std::vector<std::pair<Direction, std::vector<Entry>>> entries = {
       {Direction::kForward, {Entry::kZero, Entry::kCutlassFprop, Entry::kDirect, Entry::kMma, Entry::kGemm}},
-      {Direction::kInput,
+      {Direction::kBackpropInput,
        {Entry::kZero, Entry::kCutlassDgradUnity, Entry::kCutlassDgradStrided, Entry::kDirect, Entry::kMma,
         Entry::kGemm}},
-      {Direction::kFilter, {Entry::kZero, Entry::kCutlassWgrad, Entry::kDirect, Entry::kMma, Entry::kGemm}}};
+      {Direction::kBackpropFilter, {Entry::kZero, Entry::kCutlassWgrad, Entry::kDirect, Entry::kMma, Entry::kGemm}}};
   for (const auto& [d, list] : entries) {
     for (const Entry e : list) {
       if (!chosen.count({static_cast<int>(d), static_cast<int>(e)})) {
-        Fail(std::string("no case chose ") + gpu::EntryName(e) + " for " + DirectionName(d));
+        Fail(std::string("no case chose ") + gpu::NameOf(e) + " for " + NameOf(d));
       }
     }
   }
@@ -321,7 +319,7 @@ int main(int argc, char** argv) {
   }
   for (const auto& [e, r] : rules) {
     if (!refused.count({static_cast<int>(e), static_cast<int>(r)})) {
-      Fail(std::string("no case had ") + gpu::EntryName(e) + " refused by " + gpu::RuleName(r));
+      Fail(std::string("no case had ") + gpu::NameOf(e) + " refused by " + gpu::NameOf(r));
     }
   }
   std::printf("mapping: %zu geometries, %d plans, %d CUTLASS problems run through CUTLASS's host reference, "

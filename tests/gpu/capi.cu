@@ -39,7 +39,7 @@ void* Take(int64_t bytes) {
 }  // namespace
 
 // direction: 0 forward (a = x, b = w, out = y), 1 backprop input (a = w, b = dy, out = dx),
-// 2 backprop filter (a = x, b = dy, out = dw). dtype: tf_ops::gpu::Dtype. layout: 0 NHWC,
+// 2 backprop filter (a = x, b = dy, out = dw). dtype: tf_ops::Element. layout: 0 NHWC,
 // 1 NCHW. padding: 0 SAME, 1 VALID, 2 EXPLICIT (pads top, bottom, left, right). kernel:
 // tf_ops::gpu::Kernel (0 chosen by the geometry, 1 the GEMM, 2 the direct kernel), or the op's
 // GPU plan (gpu_plan.h, CUTLASS's entries first): 3 with float32 as 3xTF32, 4 as TF32.
@@ -55,7 +55,7 @@ extern "C" int tf_ops_gpu_conv(int direction, int dtype, int layout, const int64
   std::string err = tf_ops::MakeConvGeometry(sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6],
                                              sizes[7], at, &g);
   if (err.empty()) {
-    const auto dt = static_cast<tf_ops::gpu::Dtype>(dtype);
+    const auto dt = static_cast<tf_ops::Element>(dtype);
     const tf_ops::Layout lay = layout == 0 ? tf_ops::Layout::kNHWC : tf_ops::Layout::kNCHW;
     auto* s = static_cast<CUstream_st*>(stream);
     TheWorkspace().next = 0;
@@ -63,7 +63,7 @@ extern "C" int tf_ops_gpu_conv(int direction, int dtype, int layout, const int64
     const auto k = static_cast<tf_ops::gpu::Kernel>(kernel);
     if (kernel >= 3) {
       tf_ops::gpu::GpuCall call;
-      call.direction = static_cast<tf_ops::gpu::Direction>(direction);
+      call.direction = static_cast<tf_ops::Direction>(direction);
       call.dtype = dt, call.g = g, call.layout = lay;
       call.float_math = kernel == 4 ? tf_ops::gpu::FloatMath::kTf32 : tf_ops::gpu::FloatMath::kTf32x3;
 #if defined(TF_OPS_CUDA_EMU)

@@ -11,7 +11,7 @@ out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 lib="$out/libtf_ops_gpu_emulated.so"
 ${CXX:-g++} -std=c++17 -O2 -fPIC -shared -Wall -Wextra -Werror -I. -Itests/cuda_emu -DTF_OPS_CUDA_EMU \
-  -x c++ cc/core/gpu/conv_gpu.cu tests/gpu/capi.cu -x none tests/cuda_emu/cuda_emu.cc cc/core/conv_geometry.cc \
+  -x c++ cc/core/gpu/conv_gpu.cu tests/gpu/capi.cu -x none tests/cuda_emu/cuda_emu.cc cc/core/conv_geometry.cc cc/core/vocabulary.cc \
   cc/core/gpu/gpu_plan.cc cc/core/gpu/gpu_run.cc \
   -o "$lib"
 echo "built $lib (emulated)"

@@ -27,7 +27,7 @@ lib="$out/libtf_ops_gpu.so"
 objs=()
 pids=()
 for src in cc/core/gpu/conv_gpu.cu cc/core/gpu/cutlass_*.cu cc/core/gpu/gpu_plan.cc cc/core/gpu/gpu_run.cc \
-           tests/gpu/capi.cu cc/core/conv_geometry.cc; do
+           tests/gpu/capi.cu cc/core/conv_geometry.cc cc/core/vocabulary.cc; do
   obj="$out/$(basename "$src").o"
   nvcc -std=c++17 -O3 -I. -isystem "$cutlass" --expt-relaxed-constexpr -Xcompiler -fPIC "${gencode[@]}" \
     -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror -c "$src" -o "$obj" &

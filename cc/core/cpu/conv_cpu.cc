@@ -2,8 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -12,6 +10,7 @@
 #include "cc/core/cpu/direct_loops.h"
 #include "cc/core/cpu/fast_common.h"
 #include "cc/core/cpu/plan.h"
+#include "cc/core/switches.h"
 
 namespace tf_ops {
 namespace cpu {
@@ -21,35 +20,33 @@ void SerialFor(int64_t units, int64_t, const std::function<void(int64_t, int64_t
 }
 
 namespace {
-bool DirectKernelsForced() {
-  const char* v = std::getenv("TF_OPS_CPU_KERNELS");
-  return v != nullptr && std::strcmp(v, "direct") == 0;
-}
-
-bool Verbose() {
-  const char* v = std::getenv("TF_OPS_VERBOSE");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
 
 // Why a call's workspace of `bytes` could not be had: its size, what it holds, and which
 // setting needs less. (No other plan is taken instead: what a call computes, to the bit, does
 // not depend on the memory free at the time.)
 std::string WorkspaceShortage(const Plan& plan, int64_t bytes) {
-  std::string what = plan.direction == ConvDirection::kBackpropFilter ? "the filter gradient's float sums"
+  std::string what = plan.direction == Direction::kBackpropFilter ? "the filter gradient's float sums"
                      : plan.winograd                                  ? "the transformed filter and tiles"
                                                                       : "the packed filter";
   if (plan.layout == Layout::kNCHW) what += ", NHWC copies of the NCHW operands";
   if (plan.widen) what += ", float copies of the 16-bit operands";
   std::string out = "out of memory: cannot allocate " + std::to_string(bytes) + " bytes of workspace for the " +
-                    AlgorithmName(plan.algorithm) + " plan (" + what + "). ";
+                    NameOf(plan.algorithm) + " plan (" + what + "). ";
   if (plan.layout == Layout::kNCHW) out += "Tensors in NHWC need no copies; ";
   return out + "TF_OPS_CPU_KERNELS=direct runs the direct loops, which need no workspace";
+}
+
+// The plan a call runs now: PlanConv in this process's exact mode, or the direct loops where
+// TF_OPS_CPU_KERNELS says so.
+Plan PlanCall(Direction direction, const ConvGeometry& g, Layout layout, Element element) {
+  if (DirectKernels()) return DirectPlan(direction, layout, element);
+  return PlanConv(direction, g, layout, element, ExactMode());
 }
 
 // Runs one call: the plan's executor, or the direct loops `direct` where the plan is theirs.
 // Under TF_OPS_VERBOSE=1, prints the plan and the call's time to stderr.
 template <typename T, typename Direct>
-std::string RunCall(ConvDirection direction, const ConvGeometry& g, Layout layout, const T* a, const T* b, T* out,
+std::string RunCall(Direction direction, const ConvGeometry& g, Layout layout, const T* a, const T* b, T* out,
                     const ParallelFor& parallel_for, const WorkspaceFn& workspace, const Direct& direct) {
   const bool verbose = Verbose();
   const auto start = std::chrono::steady_clock::now();
@@ -71,29 +68,28 @@ std::string RunCall(ConvDirection direction, const ConvGeometry& g, Layout layou
 }
 }  // namespace
 
-Plan PlanCall(ConvDirection direction, const ConvGeometry& g, Layout layout, Element element) {
-  if (DirectKernelsForced()) return DirectPlan(direction, layout, element);
-  return PlanConv(direction, g, layout, element, ExactMode());
+std::string ExplainCpuCall(Direction direction, Element element, const ConvGeometry& g, Layout layout) {
+  return DescribePlan(PlanCall(direction, g, layout, element));
 }
 
 template <typename T>
 std::string ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
                         const ParallelFor& parallel_for, const WorkspaceFn& workspace) {
-  return RunCall(ConvDirection::kForward, g, layout, x, w, y, parallel_for, workspace,
+  return RunCall(Direction::kForward, g, layout, x, w, y, parallel_for, workspace,
           [&] { DirectConvForward(g, layout, x, w, y, parallel_for); });
 }
 
 template <typename T>
 std::string ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
                               const ParallelFor& parallel_for, const WorkspaceFn& workspace) {
-  return RunCall(ConvDirection::kBackpropInput, g, layout, dy, w, dx, parallel_for, workspace,
+  return RunCall(Direction::kBackpropInput, g, layout, dy, w, dx, parallel_for, workspace,
           [&] { DirectConvBackpropInput(g, layout, w, dy, dx, parallel_for); });
 }
 
 template <typename T>
 std::string ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
                                const ParallelFor& parallel_for, const WorkspaceFn& workspace) {
-  return RunCall(ConvDirection::kBackpropFilter, g, layout, x, dy, dw, parallel_for, workspace,
+  return RunCall(Direction::kBackpropFilter, g, layout, x, dy, dw, parallel_for, workspace,
           [&] { DirectConvBackpropFilter(g, layout, x, dy, dw, parallel_for); });
 }
 

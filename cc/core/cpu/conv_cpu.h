@@ -40,9 +40,9 @@ using WorkspaceFn = std::function<void*(int64_t bytes)>;
 //
 // ConvForward, ConvBackpropInput and ConvBackpropFilter plan the call (plan.h) and run the
 // plan: the fast kernels of conv_fast.h where they apply (float, half, bfloat16), the direct
-// loops below otherwise, or everywhere when the environment variable TF_OPS_CPU_KERNELS is
-// "direct" (read at every call, so tests can compare the two in one process). With
-// TF_OPS_VERBOSE=1 (read at every call) each call prints its plan and time to stderr.
+// loops below otherwise, or everywhere while the direct-kernels switch is on (switches.h:
+// TF_OPS_CPU_KERNELS=direct). While the verbose switch is on (TF_OPS_VERBOSE=1) each call
+// prints its plan and time to stderr.
 // A plan's workspace is asked of `workspace` once, before anything runs. Each returns "", or,
 // having written nothing, why the workspace could not be had (its size, what it is for, and
 // what needs less).
@@ -57,6 +57,11 @@ std::string ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, 
 template <typename T>
 std::string ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
                                const ParallelFor& parallel_for, const WorkspaceFn& workspace = {});
+
+// What a call of ConvForward, ConvBackpropInput or ConvBackpropFilter (`direction`) on elements
+// of type `element` would run now, without running it: its plan (plan.h) as one line of
+// key=value fields (DescribePlan).
+std::string ExplainCpuCall(Direction direction, Element element, const ConvGeometry& g, Layout layout);
 
 // The direct loops: one output element at a time, the oracle the fast kernels are
 // tested against.

@@ -1,6 +1,7 @@
-// Fast CPU convolution kernels: the same three directions as conv_cpu.h, for float, half
-// and bfloat16, built on the register-blocked micro-kernels of microkernels.h. The planner
-// (plan.h) picks the algorithm and its blocking; conv_fast.cc runs the plan, one file per pass
+// The executor of the fast CPU convolution kernels: the same three directions as conv_cpu.h, for
+// float, half and bfloat16, built on the register-blocked micro-kernels of microkernels.h. The
+// planner (plan.h) picks the algorithm and its blocking; RunPlan (conv_fast.cc) runs the plan and
+// decides nothing of what it holds, one file per pass
 // (fast_indirect.h, fast_banded.h, fast_columns_merged.h, fast_depthwise.h, fast_filter.h,
 // conv_winograd.h):
 //   3x3 stride-1 layers with enough channels, all three directions: Winograd F(4x4, 3x3)
@@ -26,45 +27,25 @@
 #ifndef TF_OPS_CC_CORE_CPU_CONV_FAST_H_
 #define TF_OPS_CC_CORE_CPU_CONV_FAST_H_
 
-#include <string>
-
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/plan.h"
 
 namespace tf_ops {
 namespace cpu {
 
-// Each returns false, having written nothing, where it does not apply (element types other
-// than float, half and bfloat16, or an empty operand; the caller then runs the direct
-// kernel), or where its workspace cannot be had from the heap.
+// What RunPlan did: ran the plan; nothing, the plan being the direct loops' (or the element
+// type having no fast kernels); or nothing, its workspace not to be had.
+enum class RunResult : int { kRan, kDirect, kNoWorkspace };
+
+// Runs `plan`: forward reads a = x and b = w, backprop input a = dy and b = w, backprop filter
+// a = x and b = dy. Its workspace, ArenaBytes(plan.workspace_bytes), is asked of `workspace`
+// (empty: the heap) once, before anything runs. Writes nothing where it returns kDirect or
+// kNoWorkspace. (An exception from a pass, out of memory for a thread's scratch, leaves the
+// output partly written.)
 template <typename T>
-bool FastConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
-                     const ParallelFor& parallel_for);
-
-template <typename T>
-bool FastConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy,
-                           T* dx, const ParallelFor& parallel_for);
-
-template <typename T>
-bool FastConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy,
-                            T* dw, const ParallelFor& parallel_for);
-
-// Exact mode, process-wide: when on, every output element is the direct sum of its products
-// (as the direct loops form it, in float for half and bfloat16), and the fast algorithms
-// that sum transformed values instead (Winograd, conv_winograd.h) are not used. Off by
-// default; on from the start when the environment variable TF_OPS_EXACT is "1". Calls
-// already running keep the mode they started with.
-void SetExactMode(bool exact);
-bool ExactMode();
-
-// What a call of ConvForward (direction 0), ConvBackpropInput (1) or ConvBackpropFilter (2) on
-// elements of type half (element 0), bfloat16 (1), float (2), double (3) or int32 (4) would run
-// now, without running it: its plan (plan.h) as one line of key=value fields (DescribePlan).
-std::string ExplainCpuCall(int direction, int element, const ConvGeometry& g, Layout layout);
-
-// The instruction set of the micro-kernels in use ("amx_bf16", "avx512_bf16", "avx512",
-// "avx2" or "generic").
-const char* FastKernelIsa();
+RunResult RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* b, T* out,
+                  const ParallelFor& parallel_for, const WorkspaceFn& workspace);
 
 }  // namespace cpu
 }  // namespace tf_ops

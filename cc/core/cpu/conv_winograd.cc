@@ -334,9 +334,8 @@ WinogradTileBlocking PlanTileBlocks(const Problem& p, int64_t mr, int64_t nb, in
 template <typename T>
 bool WinogradApplies(const ConvGeometry& g, bool forward) {
   if (!WinogradShape<T>(g, forward)) return false;
-  // The kind's filter transform, which the table leaves out where the direct sums are faster
-  // for every shape (bfloat16 on AMX tiles).
-  if (Kernels().winograd.filter[KindOf<T>()] == nullptr) return false;
+  // bfloat16 on AMX tiles: the direct sums are faster than Winograd's float GEMMs for every shape.
+  if (KindOf<T>() == kElemBF16 && Kernels().amx_tiles) return false;
   // A transformed filter past kLargeFilterFloats costs more than few pixels save
   // (kLargeFilterMinPixels).
   const Problem p = MakeProblem(g, forward);

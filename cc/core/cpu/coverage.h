@@ -1,7 +1,8 @@
-// Which plans' algorithms, fast paths and micro-kernels the CPU kernels take: a record for the tests that prove
-// every one of them against the direct loops (tests/cc/sweep_driver.cc fails when one is
-// never reached). Off unless a test turns it on; while off, a record is one relaxed load and
-// a branch, taken once per pass or per micro-kernel call.
+// The tests' hooks in the CPU kernels, all here: which plans' algorithms, fast paths and
+// micro-kernels the CPU kernels take, a record for the tests that prove every one of them against
+// the direct loops (tests/cc/sweep_driver.cc fails when one is never reached), and the switches
+// that plant faults for the sweep to find (TestSwitches). Off unless a test turns them on; while
+// off, a record is one relaxed load and a branch, taken once per pass or per micro-kernel call.
 //
 // TF-free, header-only: the variables are C++17 inline variables, one copy per program.
 #ifndef TF_OPS_CC_CORE_CPU_COVERAGE_H_
@@ -132,6 +133,21 @@ inline const char* PathName(Path p) {
   };
   return names[static_cast<int>(p)];
 }
+
+// Every switch only a test turns on, in one place: off in every other program, each read where
+// its pass runs (a relaxed load).
+struct TestSwitches {
+  // The workspace's buffers filled with 0xFF bytes when first handed out (NaN in float, half and
+  // bfloat16), so that a pass that reads workspace it did not write gives NaN instead of a value
+  // left by an earlier call.
+  std::atomic<bool> poison_workspace{false};
+  // Planted faults the kernel sweep must report: the planner counts one column block too few
+  // where a GEMM pass's columns are not whole blocks (an off-by-one in its blocking); the filter
+  // gradient leaves its accumulators uncleared (a read of unwritten workspace).
+  std::atomic<bool> planted_planner_bug{false};
+  std::atomic<bool> planted_unwritten_workspace{false};
+};
+inline TestSwitches test_switches;
 
 namespace coverage {
 

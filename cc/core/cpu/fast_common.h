@@ -26,29 +26,16 @@ namespace tf_ops {
 namespace cpu {
 namespace fast {
 
+// The micro-kernel tables' index of T (microkernels.h), or -1 where they take no T.
 template <typename T>
 constexpr int KindOf() {
-  if constexpr (std::is_same_v<T, float>) {
-    return kElemF32;
-  } else if constexpr (std::is_same_v<T, Eigen::half>) {
-    return kElemF16;
-  } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    return kElemBF16;
-  } else {
-    return -1;
-  }
+  constexpr int e = static_cast<int>(ElementOf<T>());
+  return e < kElemKinds ? e : -1;
 }
-
-inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A step of a pass that runs every few rows or pixels of a unit, written as a function of its
 // own and compiled as if written in its caller's loop (a call there costs measurably).
 #define TF_OPS_INLINE_STEP __attribute__((always_inline)) inline
-
-// Floor and ceiling of a / b for b > 0 and any sign of a, for every such pair (no sum that could
-// overflow: a stride may be as large as int64_t holds).
-inline int64_t FloorDivSigned(int64_t a, int64_t b) { return a / b - (a % b < 0 ? 1 : 0); }
-inline int64_t CeilDivSigned(int64_t a, int64_t b) { return a / b + (a % b > 0 ? 1 : 0); }
 
 // The columns [lo, hi) of output index o's row that read an input index in [0, in_size)
 // through tap t: o * stride - pad + t * dilation in range.
@@ -169,16 +156,6 @@ inline WorkspaceTally& ThreadWorkspace() {
   return tally;
 }
 
-// Whether every Workspace buffer is filled with 0xFF bytes when first handed out (NaN in
-// float, half and bfloat16): a test switch, so that a pass that reads workspace it did not
-// write gives NaN instead of a value left by an earlier call.
-inline std::atomic<bool> poison_workspace{false};
-
-// A test switch of the kernel sweep: while on, the filter gradient leaves its accumulators
-// uncleared, a pass that reads workspace it did not write, which the poisoned workspace must
-// show.
-inline std::atomic<bool> planted_unwritten_workspace{false};
-
 // Live Workspaces a call may hold at once, each of which may waste up to kBufferAlign bytes to
 // alignment: the slack ArenaBytes adds to a plan's workspace.
 constexpr int64_t kMaxLiveWorkspaces = 16;
@@ -257,7 +234,7 @@ class Workspace {
       alignas(kBufferAlign) static char none[kBufferAlign];
       return reinterpret_cast<T*>(none);
     }
-    if (!poisoned_ && poison_workspace.load(std::memory_order_relaxed)) std::memset(start_, 0xFF, bytes_);
+    if (!poisoned_ && test_switches.poison_workspace.load(std::memory_order_relaxed)) std::memset(start_, 0xFF, bytes_);
     poisoned_ = true;
     return reinterpret_cast<T*>(start_);
   }

@@ -41,15 +41,15 @@ struct DimMap {
   int64_t count(int64_t c) const { return CeilDiv(size - c, step()); }
   int64_t mult() const { return transposed ? 1 : stride; }
   // The candidate taps of class c and the base of each.
+  // Transposed: the taps that reach the class (TapsOfClass, conv_geometry.h).
   void Candidates(int64_t c, std::vector<int64_t>* taps_out, std::vector<int64_t>* bases) const {
-    for (int64_t t = 0; t < taps; ++t) {
-      if (!transposed) {
-        taps_out->push_back(t);
-        bases->push_back(t * dilation - pad);
-      } else if ((c + pad - t * dilation) % stride == 0) {
-        taps_out->push_back(t);
-        bases->push_back((c + pad - t * dilation) / stride);
-      }
+    if (!transposed) {
+      for (int64_t t = 0; t < taps; ++t) taps_out->push_back(t), bases->push_back(t * dilation - pad);
+      return;
+    }
+    const ClassTaps reach = TapsOfClass(c, taps, stride, dilation, pad);
+    for (int64_t a = 0; a < reach.count; ++a) {
+      taps_out->push_back(reach.first + a * reach.step), bases->push_back(reach.base - a * reach.delta);
     }
   }
 };

@@ -15,11 +15,20 @@
 #include <cstdint>
 #include <string>
 
+#include "cc/core/vocabulary.h"  // Element (its enum only: nothing of it is called here)
+
 namespace tf_ops {
 namespace cpu {
 
-// The element type of the activations a routine reads.
-enum ElemKind : int { kElemF32 = 0, kElemF16 = 1, kElemBF16 = 2, kElemKinds = 3 };
+// The element type of the activations a routine reads, the index of the tables below: the
+// first three Elements (cc/core/vocabulary.h), by shorter names.
+enum ElemKind : int {
+  kElemF16 = static_cast<int>(Element::kHalf),
+  kElemBF16 = static_cast<int>(Element::kBFloat16),
+  kElemF32 = static_cast<int>(Element::kFloat),
+  kElemKinds = 3
+};
+static_assert(kElemF16 < kElemKinds && kElemBF16 < kElemKinds && kElemF32 < kElemKinds, "the tables' index");
 
 // Implicit GEMM over an indirection table (forward and backprop input):
 //   c[m][j] (=, or += if accumulate) sum_{t < taps} sum_{r < depth} a[t*MR + m][r] * b[t][r*NB + j]
@@ -220,6 +229,8 @@ inline constexpr int kPairTiles = 3;
 
 struct KernelTable {
   const char* isa;
+  // bfloat16 GEMMs (gemm_bf16_pairs) run on AMX tiles.
+  bool amx_tiles;
   // By column block width: gemm[0] has nb 16, gemm[1] nb 32, gemm[2] nb 64, gemm[3] nb 48 (or,
   // where an instruction set lacks the registers for a width, the next narrower one).
   GemmKernel gemm[kGemmTiles];
@@ -304,7 +315,7 @@ static_assert(sizeof(DepthwiseKernel) ==
               "a new DepthwiseKernel member: list it in ForEachKernel");
 static_assert(sizeof(WinogradKernel) == (3 * kElemKinds + 2) * sizeof(void*),
               "a new WinogradKernel member: list it in ForEachKernel");
-static_assert(sizeof(KernelTable) == sizeof(const char*) + kGemmTiles * sizeof(GemmKernel) +
+static_assert(sizeof(KernelTable) == 2 * sizeof(const char*) + kGemmTiles * sizeof(GemmKernel) +
                                          3 * sizeof(DepthwiseKernel) +
                                          (4 + 2 * kElemKinds + 1) * sizeof(void*) +
                                          sizeof(WinogradKernel),
@@ -350,6 +361,9 @@ const KernelTable* KernelsNamed(const std::string& isa, std::string* error);
 // programs that run every instruction set in one process (tests/cc/sweep_driver.cc), between
 // calls of the fast kernels, never during one.
 const char* UseKernelsForTesting(const std::string& cap);
+
+// The instruction set of the table in use (Kernels().isa).
+const char* FastKernelIsa();
 
 }  // namespace cpu
 }  // namespace tf_ops

@@ -14,59 +14,15 @@ namespace cpu {
 
 using namespace fast;  // fast_common.h
 
-const char* AlgorithmName(Algorithm a) {
-  static const char* const names[] = {
-#define TF_OPS_ALGORITHM_NAME(id, name, what) name,
-      TF_OPS_CPU_ALGORITHMS(TF_OPS_ALGORITHM_NAME)
-#undef TF_OPS_ALGORITHM_NAME
-  };
-  const int i = static_cast<int>(a);
-  return i >= 0 && i < static_cast<int>(Algorithm::kCount) ? names[i] : "?";
-}
-
 namespace {
-
-// Floats of packed filter one reduction chunk may span: within the L2 cache of server cores.
-// Shorter chunks re-walk every tile's source pixels once per chunk.
-constexpr int64_t kPanelFloats = 192 * 1024;
-
-// A forward pass over float activations reads the filter in place, unpacked, where its output
-// channels fill whole column blocks and (indirect passes) it has at most kMaxInPlaceTaps taps
-// and computes at most kMaxInPlacePixels pixels: packing costs a pass over the filter, while in
-// place the taps' rows, FI * K floats apart, share the L2 cache's sets, which costs more the
-// more taps and pixels read them.
-constexpr int64_t kMaxInPlaceTaps = 9;
-constexpr int64_t kMaxInPlacePixels = 4096;
-
-// A strided pass runs as Winograd over a space-to-depth copy (kWinogradSpaceToDepth) where
-// Winograd's products are at most this share of the strided pass's: the copies and the zero
-// taps that pad the filter to whole strides cost the rest.
-constexpr double kPhasesMaxProducts = 0.6;
-
-// NCHW passes run on NHWC copies of this many elements at most (and at least one image), and
-// space-to-depth passes on copies of as many: bounded workspace, still whole images.
-constexpr int64_t kNchwChunkElements = int64_t{1} << 21;
-
-// Half and bfloat16 filter gradients widened to float run on float copies of chunks of images
-// of about this many bytes (x and dy together, at least one image): bounded copies, long
-// enough that a chunk is not a pass per image.
-constexpr int64_t kWidenChunkBytes = int64_t{4} << 20;
-
-// Most elements of a chunk of backprop input's copy of dy with bordered columns.
-constexpr int64_t kMaxBorderedCopy = int64_t{1} << 20;
 
 // Images per NHWC copy of an NCHW pass whose images have `elements` elements.
 int64_t NchwChunk(int64_t batch, int64_t elements) {
   return std::max<int64_t>(1, std::min(batch, kNchwChunkElements / std::max<int64_t>(1, elements)));
 }
 
-bool AnyEmpty(const ConvGeometry& g) {
-  return g.input_elements() <= 0 || g.filter_elements() <= 0 || g.output_elements() <= 0;
-}
-
-// Whether bfloat16 GEMMs run on AMX tiles. Read from the table's name: the AMX table is built
-// by code compiled for AVX-512, which a processor without AVX-512 cannot run.
-bool AmxTiles() { return std::strcmp(Kernels().isa, "amx_bf16") == 0; }
+// Whether bfloat16 GEMMs run on AMX tiles.
+bool AmxTiles() { return Kernels().amx_tiles; }
 
 // Calls fn(T{}) with T the element type of `kind` (float, half or bfloat16).
 template <typename Fn>
@@ -244,7 +200,7 @@ GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind) {
   p.amx = p.pairs && AmxTiles();
   p.nb = gk.nb, p.mr = kernels.mr;
   p.blocks = CeilDiv(p.dst_group, p.nb);
-  if (planted_planner_bug.load(std::memory_order_relaxed) && p.dst_group % p.nb != 0) --p.blocks;
+  if (test_switches.planted_planner_bug.load(std::memory_order_relaxed) && p.dst_group % p.nb != 0) --p.blocks;
   // bfloat16 pairs along the reduction: a panel of bfloat16 pairs, half a float per value.
   p.rows = p.pairs ? CeilDiv(p.src_group, 2) * 2 : p.src_group;
   p.row_floats = p.pairs ? p.nb / 2 : p.nb;
@@ -255,14 +211,6 @@ GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind) {
 }
 
 namespace {
-
-int KindOfElement(Element e) {
-  return e == Element::kHalf ? kElemF16 : e == Element::kBFloat16 ? kElemBF16 : kElemF32;
-}
-
-int64_t ElementBytes(Element e) {
-  return e == Element::kHalf || e == Element::kBFloat16 ? 2 : e == Element::kDouble ? 8 : 4;
-}
 
 // The NHWC pass of forward or backprop input over g (a chunk's geometry), the rules in order:
 // Winograd over the copy (decided for the whole call), bfloat16 on AMX tiles through a
@@ -320,7 +268,7 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
 // space-to-depth copy (WinogradPhasesApply), neither in exact mode; then the pass over each
 // chunk of images (PlanPass).
 void PlanForwardOrInput(const ConvGeometry& g, bool forward, bool exact, Plan* plan) {
-  const int kind = KindOfElement(plan->element);
+  const int kind = static_cast<int>(plan->element);
   const bool winograd = !exact && WithKind(kind, [&](auto t) { return WinogradApplies<decltype(t)>(g, forward); });
   const bool phases =
       !exact && !winograd && WithKind(kind, [&](auto t) { return WinogradPhasesApply<decltype(t)>(g, forward); });
@@ -340,7 +288,7 @@ void PlanForwardOrInput(const ConvGeometry& g, bool forward, bool exact, Plan* p
 // whose 16-bit operands are widened to float copies where its filter columns merge (they would
 // otherwise be packed once per filter row, a few values at a time).
 void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
-  const int kind = KindOfElement(plan->element);
+  const int kind = static_cast<int>(plan->element);
   const int64_t bytes = ElementBytes(plan->element);
   const int64_t in_hw = g.in_rows * g.in_cols, out_hw = g.out_rows * g.out_cols;
   const int64_t image_elements = in_hw * g.in_depth + out_hw * g.out_depth;
@@ -392,36 +340,40 @@ void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
 
 }  // namespace
 
-Plan DirectPlan(ConvDirection direction, Layout layout, Element element) {
+bool AlgorithmInTable(Algorithm algorithm, const KernelTable& table) {
+  switch (algorithm) {
+    case Algorithm::kSpaceToDepth:
+    case Algorithm::kIndirectBordered:
+      return table.amx_tiles;
+    case Algorithm::kFilterTiles:
+      return table.gemm_bf16_pairs != nullptr;
+    default:
+      return true;
+  }
+}
+
+Plan DirectPlan(Direction direction, Layout layout, Element element) {
   Plan plan;
   plan.direction = direction, plan.layout = layout, plan.element = element;
   plan.isa = Kernels().isa;
   return plan;
 }
 
-Plan PlanConv(ConvDirection direction, const ConvGeometry& g, Layout layout, Element element, bool exact) {
+Plan PlanConv(Direction direction, const ConvGeometry& g, Layout layout, Element element, bool exact) {
   Plan plan = DirectPlan(direction, layout, element);
   // The direct loops: element types without fast kernels, and empty operands.
-  if (element == Element::kDouble || element == Element::kInt32 || AnyEmpty(g)) return plan;
-  if (direction == ConvDirection::kBackpropFilter) {
+  if (element == Element::kDouble || element == Element::kInt32 || EmptyRule(direction, g) != EmptyCall::kCompute) {
+    return plan;
+  }
+  if (direction == Direction::kBackpropFilter) {
     PlanFilterDirection(g, exact, &plan);
   } else {
-    PlanForwardOrInput(g, direction == ConvDirection::kForward, exact, &plan);
+    PlanForwardOrInput(g, direction == Direction::kForward, exact, &plan);
   }
   return plan;
 }
 
 namespace {
-
-const char* DirectionName(ConvDirection d) {
-  return d == ConvDirection::kForward ? "forward" : d == ConvDirection::kBackpropInput ? "backprop_input"
-                                                                                        : "backprop_filter";
-}
-
-const char* ElementName(Element e) {
-  static const char* const names[] = {"float16", "bfloat16", "float32", "float64", "int32"};
-  return names[static_cast<int>(e)];
-}
 
 void AppendBlocking(const Plan& plan, std::string* out) {
   char buf[512];
@@ -499,22 +451,14 @@ void AppendBlocking(const Plan& plan, std::string* out) {
 }  // namespace
 
 std::string DescribePlan(const Plan& plan) {
-  std::string out = std::string("algorithm=") + AlgorithmName(plan.algorithm);
-  if (plan.pass != plan.algorithm) out += std::string(" pass=") + AlgorithmName(plan.pass);
-  out += std::string(" direction=") + DirectionName(plan.direction);
-  out += std::string(" dtype=") + ElementName(plan.element);
-  out += plan.layout == Layout::kNCHW ? " layout=NCHW" : " layout=NHWC";
-  out += std::string(" isa=") + plan.isa;
-  out += plan.winograd ? " accuracy=winograd" : " accuracy=direct";
-  out += " workspace_bytes=" + std::to_string(plan.workspace_bytes);
-  out += " work_units=" + std::to_string(plan.algorithm == Algorithm::kDirect ? 0 : std::max<int64_t>(1, plan.units));
+  const int64_t units = plan.algorithm == Algorithm::kDirect ? 0 : std::max<int64_t>(1, plan.units);
+  std::string out = PlanLineFields(NameOf(plan.algorithm), plan.pass != plan.algorithm ? NameOf(plan.pass) : nullptr,
+                                   plan.direction, plan.element, plan.layout, plan.isa,
+                                   plan.winograd ? "winograd" : "direct", plan.workspace_bytes, units);
   AppendBlocking(plan, &out);
   return out;
 }
 
-std::string ExplainCpuCall(int direction, int element, const ConvGeometry& g, Layout layout) {
-  return DescribePlan(PlanCall(static_cast<ConvDirection>(direction), g, layout, static_cast<Element>(element)));
-}
 
 }  // namespace cpu
 }  // namespace tf_ops

@@ -10,12 +10,11 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <utility>
 
-#include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
 #include "cc/core/conv_geometry.h"
-#include "cc/core/cpu/conv_fast.h"
+#include "cc/core/vocabulary.h"
+#include "cc/core/cpu/conv_cpu.h"
 #include "cc/core/cpu/conv_winograd.h"
 #include "cc/core/cpu/coverage.h"
 #include "cc/core/cpu/fast_banded.h"
@@ -28,54 +27,38 @@
 namespace tf_ops {
 namespace cpu {
 
-// Every algorithm a plan can name: (enumerator, stable name, what it does).
-#define TF_OPS_CPU_ALGORITHMS(X)                                                                  \
-  X(kDirect, "direct", "the direct loops, one output element at a time (the oracle)")             \
-  X(kWinograd, "winograd", "Winograd F(4x4, 3x3)")                                                \
-  X(kWinogradSpaceToDepth, "winograd_space_to_depth", "strided, as Winograd over a space-to-depth copy") \
-  X(kSpaceToDepth, "space_to_depth", "strided, as a stride-1 pass over a space-to-depth copy")     \
-  X(kColumnsMerged, "columns_merged", "backprop input, filter columns merged into GEMM columns")   \
-  X(kDepthwiseRows, "depthwise_rows", "depthwise (multiplier 1), a row of pixels per unit")        \
-  X(kPointwise, "pointwise", "1x1 at stride 1 without padding: one GEMM over every pixel")         \
-  X(kBanded, "banded", "GEMM over bands of rows copied per thread")                                \
-  X(kBandedMerged, "banded_merged", "banded, the taps of a filter row merged into one reduction")  \
-  X(kIndirect, "indirect", "implicit GEMM through an indirection table")                          \
-  X(kIndirectBordered, "indirect_bordered", "indirect, over a copy of dy with bordered columns")   \
-  X(kFilterGemm, "filter_gemm", "filter gradient, a GEMM per tap over (batch, rows, columns)")    \
-  X(kFilterTiles, "filter_tiles", "filter gradient, bfloat16 tiles over shifted rows")             \
-  X(kFilterDepthwise, "filter_depthwise", "filter gradient, depthwise vector products")            \
-  X(kFilterWinograd, "filter_winograd", "filter gradient, Winograd F(4x4, 3x3)")
-
-enum class Algorithm : int {
-#define TF_OPS_ALGORITHM_ENUM(id, name, what) id,
-  TF_OPS_CPU_ALGORITHMS(TF_OPS_ALGORITHM_ENUM)
-#undef TF_OPS_ALGORITHM_ENUM
-      kCount
-};
+// Algorithm, Direction and Element, and their names: cc/core/vocabulary.h.
 static_assert(static_cast<int>(Algorithm::kCount) <= coverage::kMaxAlgorithms, "room in coverage records");
 
-const char* AlgorithmName(Algorithm a);
+// The planner's thresholds, where the tests that cross them read them too.
+// Floats of packed filter one reduction chunk may span: within the L2 cache of server cores.
+// Shorter chunks re-walk every tile's source pixels once per chunk.
+inline constexpr int64_t kPanelFloats = 192 * 1024;
 
-// The directions of the sum (conv_cpu.h).
-enum class ConvDirection : int { kForward, kBackpropInput, kBackpropFilter };
+// A forward pass over float activations reads the filter in place, unpacked, where its output
+// channels fill whole column blocks and (indirect passes) it has at most kMaxInPlaceTaps taps
+// and computes at most kMaxInPlacePixels pixels: packing costs a pass over the filter, while in
+// place the taps' rows, FI * K floats apart, share the L2 cache's sets, which costs more the
+// more taps and pixels read them.
+inline constexpr int64_t kMaxInPlaceTaps = 9;
+inline constexpr int64_t kMaxInPlacePixels = 4096;
 
-// Element types the kernels take, in the order the explain entry point numbers them.
-enum class Element : int { kHalf, kBFloat16, kFloat, kDouble, kInt32 };
+// A strided pass runs as Winograd over a space-to-depth copy (kWinogradSpaceToDepth) where
+// Winograd's products are at most this share of the strided pass's: the copies and the zero
+// taps that pad the filter to whole strides cost the rest.
+inline constexpr double kPhasesMaxProducts = 0.6;
 
-template <typename T>
-constexpr Element ElementOf() {
-  if constexpr (std::is_same_v<T, float>) {
-    return Element::kFloat;
-  } else if constexpr (std::is_same_v<T, Eigen::half>) {
-    return Element::kHalf;
-  } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    return Element::kBFloat16;
-  } else if constexpr (std::is_same_v<T, double>) {
-    return Element::kDouble;
-  } else {
-    return Element::kInt32;
-  }
-}
+// NCHW passes run on NHWC copies of this many elements at most (and at least one image), and
+// space-to-depth passes on copies of as many: bounded workspace, still whole images.
+inline constexpr int64_t kNchwChunkElements = int64_t{1} << 21;
+
+// Half and bfloat16 filter gradients widened to float run on float copies of chunks of images
+// of about this many bytes (x and dy together, at least one image): bounded copies, long
+// enough that a chunk is not a pass per image.
+inline constexpr int64_t kWidenChunkBytes = int64_t{4} << 20;
+
+// Most elements of a chunk of backprop input's copy of dy with bordered columns.
+inline constexpr int64_t kMaxBorderedCopy = int64_t{1} << 20;
 
 // The blocking of a GEMM pass of forward or backprop input (pointwise, banded, indirect) over
 // one geometry: the micro-kernel, the filter panel, the reduction chunks, the bands.
@@ -113,7 +96,7 @@ struct GemmPlan {
 
 // The plan of one call of one direction.
 struct Plan {
-  ConvDirection direction = ConvDirection::kForward;
+  Direction direction = Direction::kForward;
   Algorithm algorithm = Algorithm::kDirect;
   Element element = Element::kFloat;
   Layout layout = Layout::kNHWC;
@@ -144,16 +127,16 @@ struct Plan {
   int64_t workspace_bytes = 0;  // workspace the executors hold at most at once
 };
 
-// The plan of the direct loops.
-Plan DirectPlan(ConvDirection direction, Layout layout, Element element);
+// Whether the planner can choose `algorithm` with kernel table `table`: space-to-depth GEMM
+// passes and bordered columns are AMX tiles' (KernelTable::amx_tiles), the filter tiles need the
+// bfloat16 pair kernels; every other algorithm, every table.
+bool AlgorithmInTable(Algorithm algorithm, const KernelTable& table);
 
-// A test switch of the kernel sweep: while on, the planner counts one column block too few
-// where a GEMM pass's columns are not whole blocks (an off-by-one in its blocking), which the
-// sweep must report.
-inline std::atomic<bool> planted_planner_bug{false};
+// The plan of the direct loops.
+Plan DirectPlan(Direction direction, Layout layout, Element element);
 
 // The plan for one call, with this process's kernel table, in exact mode `exact`.
-Plan PlanConv(ConvDirection direction, const ConvGeometry& g, Layout layout, Element element,
+Plan PlanConv(Direction direction, const ConvGeometry& g, Layout layout, Element element,
               bool exact);
 
 // The GEMM pass of forward or backprop input over g, NHWC (g's batch: the images of one pass).
@@ -162,23 +145,6 @@ GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind);
 // The rows and columns of a forward or backprop-input pass over g: what each computed index
 // reads (forward: x from y's indices; backprop input: dy from dx's, by stride residue class).
 void PassDims(const ConvGeometry& g, bool forward, fast::DimMap* dh, fast::DimMap* dw);
-
-// The plan a call of ConvForward, ConvBackpropInput or ConvBackpropFilter (conv_cpu.h) runs now:
-// PlanConv in this process's exact mode, or the direct loops where TF_OPS_CPU_KERNELS says so.
-Plan PlanCall(ConvDirection direction, const ConvGeometry& g, Layout layout, Element element);
-
-// What RunPlan did: ran the plan; nothing, the plan being the direct loops' (or the element
-// type having no fast kernels); or nothing, its workspace not to be had.
-enum class RunResult : int { kRan, kDirect, kNoWorkspace };
-
-// Runs `plan` (conv_fast.cc): forward reads a = x and b = w, backprop input a = dy and b = w,
-// backprop filter a = x and b = dy. Its workspace, ArenaBytes(plan.workspace_bytes), is asked
-// of `workspace` (empty: the heap) once, before anything runs. Writes nothing where it returns
-// kDirect or kNoWorkspace. (An exception from a pass, out of memory for a thread's scratch,
-// leaves the output partly written.)
-template <typename T>
-RunResult RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* b, T* out,
-                  const ParallelFor& parallel_for, const WorkspaceFn& workspace);
 
 // The plan as one line of space-separated key=value fields (algorithm, pass, direction, dtype,
 // layout, isa, accuracy, workspace_bytes, work_units, blocking).

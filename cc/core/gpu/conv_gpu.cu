@@ -211,7 +211,7 @@ struct ForwardProblem : Reduction<typename Elem<T>::Acc> {
 template <typename T>
 struct InputProblem : Reduction<typename Elem<T>::Acc> {
   using Type = T;
-  static constexpr Direction kDirection = Direction::kInput;
+  static constexpr Direction kDirection = Direction::kBackpropInput;
   using Acc = typename Elem<T>::Acc;
   static constexpr bool kDirectSlices = false;  // see DirectSum
   const T* w;
@@ -303,7 +303,7 @@ struct InputProblem : Reduction<typename Elem<T>::Acc> {
 template <typename T>
 struct FilterProblem : Reduction<typename Elem<T>::Acc> {
   using Type = T;
-  static constexpr Direction kDirection = Direction::kFilter;
+  static constexpr Direction kDirection = Direction::kBackpropFilter;
   using Acc = typename Elem<T>::Acc;
   static constexpr bool kDirectSlices = true;
   const T* x;
@@ -680,12 +680,20 @@ std::string Zero(void* out, int64_t bytes, Stream stream) {
   return e == cudaSuccess ? "" : LaunchError("memset", e);
 }
 
+// Notes the call's op-level cases; where a tensor is empty (EmptyRule), true, having zero-filled
+// the output (`out_bytes` at `out`) where the rule asks for it, and *err that launch's error.
+bool DoneIfEmpty(Direction d, const ConvGeometry& g, void* out, int64_t out_bytes, Stream stream, std::string* err) {
+  NoteOp(d, g);
+  const EmptyCall empty = EmptyRule(d, g);
+  if (empty == EmptyCall::kZeros) *err = Zero(out, out_bytes, stream);
+  return empty != EmptyCall::kCompute;
+}
+
 template <typename T>
 std::string Forward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y, Stream stream,
                     const WorkspaceFn& workspace, Kernel kernel) {
-  NoteOp(Direction::kForward, g);
-  if (g.output_elements() == 0) return "";
-  if (g.input_elements() == 0 || g.filter_elements() == 0) return Zero(y, g.output_elements() * sizeof(T), stream);
+  std::string err;
+  if (DoneIfEmpty(Direction::kForward, g, y, g.output_elements() * sizeof(T), stream, &err)) return err;
   ForwardProblem<T> p{};
   p.x = x, p.w = w, p.y.data = y, p.s = ToSizes(g);
   p.xs = ToStrides(StridesFor(layout, g.in_rows, g.in_cols, g.in_depth));
@@ -698,9 +706,8 @@ std::string Forward(const ConvGeometry& g, Layout layout, const T* x, const T* w
 template <typename T>
 std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
                           Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
-  NoteOp(Direction::kInput, g);
-  if (g.input_elements() == 0) return "";
-  if (g.output_elements() == 0 || g.filter_elements() == 0) return Zero(dx, g.input_elements() * sizeof(T), stream);
+  std::string err;
+  if (DoneIfEmpty(Direction::kBackpropInput, g, dx, g.input_elements() * sizeof(T), stream, &err)) return err;
   InputProblem<T> p{};
   p.w = w, p.dy = dy, p.dx.data = dx, p.s = ToSizes(g);
   p.dys = ToStrides(StridesFor(layout, g.out_rows, g.out_cols, g.out_depth));
@@ -718,9 +725,8 @@ std::string BackpropInput(const ConvGeometry& g, Layout layout, const T* w, cons
 template <typename T>
 std::string BackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
                            Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
-  NoteOp(Direction::kFilter, g);
-  if (g.filter_elements() == 0) return "";
-  if (g.input_elements() == 0 || g.output_elements() == 0) return Zero(dw, g.filter_elements() * sizeof(T), stream);
+  std::string err;
+  if (DoneIfEmpty(Direction::kBackpropFilter, g, dw, g.filter_elements() * sizeof(T), stream, &err)) return err;
   FilterProblem<T> p{};
   p.x = x, p.dy = dy, p.dw.data = dw, p.s = ToSizes(g);
   p.xs = ToStrides(StridesFor(layout, g.in_rows, g.in_cols, g.in_depth));
@@ -785,13 +791,13 @@ struct KrscSumsFn {
 };
 
 template <template <typename> class Fn, typename... Args>
-std::string ByDtype(Dtype dtype, Args&&... args) {
+std::string ByDtype(Element dtype, Args&&... args) {
   switch (dtype) {
-    case Dtype::kHalf: return Fn<__half>::Run(std::forward<Args>(args)...);
-    case Dtype::kBFloat16: return Fn<__nv_bfloat16>::Run(std::forward<Args>(args)...);
-    case Dtype::kFloat: return Fn<float>::Run(std::forward<Args>(args)...);
-    case Dtype::kDouble: return Fn<double>::Run(std::forward<Args>(args)...);
-    case Dtype::kInt32: return Fn<int32_t>::Run(std::forward<Args>(args)...);
+    case Element::kHalf: return Fn<__half>::Run(std::forward<Args>(args)...);
+    case Element::kBFloat16: return Fn<__nv_bfloat16>::Run(std::forward<Args>(args)...);
+    case Element::kFloat: return Fn<float>::Run(std::forward<Args>(args)...);
+    case Element::kDouble: return Fn<double>::Run(std::forward<Args>(args)...);
+    case Element::kInt32: return Fn<int32_t>::Run(std::forward<Args>(args)...);
   }
   return "tf_ops: no CUDA kernel for this element type";
 }
@@ -823,27 +829,27 @@ struct FilterFn {
 
 }  // namespace
 
-std::string FilterToKrsc(Dtype dtype, const ConvGeometry& g, const void* w, void* krsc, Stream stream) {
+std::string FilterToKrsc(Element dtype, const ConvGeometry& g, const void* w, void* krsc, Stream stream) {
   return ByDtype<FilterToKrscFn>(dtype, g, w, krsc, stream);
 }
 
-std::string KrscSumsToFilter(Dtype dtype, const ConvGeometry& g, const float* sums, int64_t splits, void* dw,
+std::string KrscSumsToFilter(Element dtype, const ConvGeometry& g, const float* sums, int64_t splits, void* dw,
                              Stream stream) {
   return ByDtype<KrscSumsFn>(dtype, g, sums, splits, dw, stream);
 }
 
-std::string ConvForward(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
+std::string ConvForward(Element dtype, const ConvGeometry& g, Layout layout, const void* x,
                         const void* w, void* y, Stream stream, const WorkspaceFn& workspace, Kernel kernel) {
   return ByDtype<ForwardFn>(dtype, g, layout, x, w, y, stream, workspace, kernel);
 }
 
-std::string ConvBackpropInput(Dtype dtype, const ConvGeometry& g, Layout layout, const void* w,
+std::string ConvBackpropInput(Element dtype, const ConvGeometry& g, Layout layout, const void* w,
                               const void* dy, void* dx, Stream stream, const WorkspaceFn& workspace,
                               Kernel kernel) {
   return ByDtype<InputFn>(dtype, g, layout, w, dy, dx, stream, workspace, kernel);
 }
 
-std::string ConvBackpropFilter(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
+std::string ConvBackpropFilter(Element dtype, const ConvGeometry& g, Layout layout, const void* x,
                                const void* dy, void* dw, Stream stream,
                                const WorkspaceFn& workspace, Kernel kernel) {
   return ByDtype<FilterFn>(dtype, g, layout, x, dy, dw, stream, workspace, kernel);

@@ -25,7 +25,7 @@
 
 #include "cc/core/conv_geometry.h"
 #include "cc/core/gpu/conv_gpu_plan.h"  // Kernel
-#include "cc/core/gpu/cutlass_conv.h"   // Dtype
+#include "cc/core/gpu/cutlass_conv.h"   // Element
 
 struct CUstream_st;
 
@@ -40,23 +40,23 @@ using WorkspaceFn = std::function<void*(int64_t bytes)>;
 
 // Each returns "" once the work is queued on `stream`, or an error message (a launch that
 // failed, a grid larger than CUDA allows).
-std::string ConvForward(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
+std::string ConvForward(Element dtype, const ConvGeometry& g, Layout layout, const void* x,
                         const void* w, void* y, Stream stream, const WorkspaceFn& workspace,
                         Kernel kernel = Kernel::kAuto);
 
-std::string ConvBackpropInput(Dtype dtype, const ConvGeometry& g, Layout layout, const void* w,
+std::string ConvBackpropInput(Element dtype, const ConvGeometry& g, Layout layout, const void* w,
                               const void* dy, void* dx, Stream stream,
                               const WorkspaceFn& workspace, Kernel kernel = Kernel::kAuto);
 
-std::string ConvBackpropFilter(Dtype dtype, const ConvGeometry& g, Layout layout, const void* x,
+std::string ConvBackpropFilter(Element dtype, const ConvGeometry& g, Layout layout, const void* x,
                                const void* dy, void* dw, Stream stream,
                                const WorkspaceFn& workspace, Kernel kernel = Kernel::kAuto);
 
 // The filter layouts of a plan that runs CUTLASS (cutlass_conv.h), for a geometry of one group:
 // FilterToKrsc copies the HWIO filter w into krsc as [K][R][S][C]; KrscSumsToFilter writes dw
 // (HWIO, of `dtype`) as the sum, in split order, of `splits` float KRSC tensors at `sums`.
-std::string FilterToKrsc(Dtype dtype, const ConvGeometry& g, const void* w, void* krsc, Stream stream);
-std::string KrscSumsToFilter(Dtype dtype, const ConvGeometry& g, const float* sums, int64_t splits, void* dw,
+std::string FilterToKrsc(Element dtype, const ConvGeometry& g, const void* w, void* krsc, Stream stream);
+std::string KrscSumsToFilter(Element dtype, const ConvGeometry& g, const float* sums, int64_t splits, void* dw,
                              Stream stream);
 
 }  // namespace gpu

@@ -55,8 +55,6 @@ enum class Kernel { kAuto, kGemm, kDirect };
 // The kernel a launch runs.
 enum class Kind { kGemm, kMma, kDirect };
 
-inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Whether a problem with `cols` columns a group runs in the direct kernel.
 inline bool Direct(Kernel kernel, int64_t cols) {
   return kernel == Kernel::kDirect || (kernel == Kernel::kAuto && cols <= kDirectMaxCols);
@@ -143,31 +141,6 @@ inline ProblemSizes FilterSizes(const ConvGeometry& g) {
           g.batch * g.out_rows * g.out_cols, g.groups};
 }
 
-// The filter taps of one dimension that reach a stride-residue class of input indices: tap
-// first + a * step for a < count, reading output index base - a * delta + i for the class's
-// i-th member (kh * dilation = class + pad - stride * output index).
-struct ClassTaps {
-  int64_t first = 0, step = 1, count = 0, base = 0, delta = 0;
-};
-
-inline ClassTaps TapsOfClass(int64_t cls, int64_t taps, int64_t stride, int64_t dilation, int64_t pad) {
-  ClassTaps t;
-  const int64_t period = stride / std::gcd(stride, dilation);
-  t.step = period;
-  for (int64_t kh = 0; kh < std::min(taps, period); ++kh) {
-    const int64_t num = cls + pad - kh * dilation;
-    if (((num % stride) + stride) % stride == 0) {
-      t.first = kh;
-      t.count = (taps - kh + period - 1) / period;
-      // num is a multiple of stride; floor division of a possibly negative multiple is exact.
-      t.base = num >= 0 ? num / stride : -((-num) / stride);
-      t.delta = period * dilation / stride;
-      return t;
-    }
-  }
-  return t;
-}
-
 // Backprop input's residue class of input rows `row` and columns `col` (`rows` x `cols`
 // members an image), its taps, and its problem.
 struct InputClass {
@@ -197,8 +170,7 @@ inline std::vector<InputClass> InputClasses(const ConvGeometry& g) {
 // Coverage: what the launches of the sweep reached, by direction, kernel and case of the plan.
 // Off unless a test turns it on.
 
-enum class Direction { kForward, kInput, kFilter };
-constexpr int kDirections = 3, kKinds = 3;
+constexpr int kKinds = 3;
 
 #define TF_OPS_GPU_PATHS(X)                                                                  \
   X(kMTiles1, "one tile in M")                                                               \
@@ -245,10 +217,6 @@ constexpr int kDirections = 3, kKinds = 3;
 TF_OPS_GPU_NAMED_ENUM(Path, PathName, TF_OPS_GPU_PATHS)
 constexpr int kPaths = static_cast<int>(Path::kCount);
 
-inline const char* DirectionName(Direction d) {
-  static const char* const names[] = {"forward", "backprop input", "backprop filter"};
-  return names[static_cast<int>(d)];
-}
 inline const char* KindName(Kind k) {
   static const char* const names[] = {"GEMM on CUDA cores", "GEMM on tensor cores", "direct kernel"};
   return names[static_cast<int>(k)];
@@ -263,8 +231,8 @@ inline bool PathApplies(Direction d, Kind k, Path path) {
   const bool tiles = p >= static_cast<int>(Path::kMTiles1) && p <= static_cast<int>(Path::kStepWhole);
   const bool slices = p >= static_cast<int>(Path::kSlices2) && p <= static_cast<int>(Path::kNoWorkspace);
   if (k == Kind::kDirect && tiles) return false;
-  if (k == Kind::kDirect && d != Direction::kFilter && (slices || path == Path::kGroupsSlices)) return false;
-  if (path == Path::kNoReduction) return d == Direction::kInput;
+  if (k == Kind::kDirect && d != Direction::kBackpropFilter && (slices || path == Path::kGroupsSlices)) return false;
+  if (path == Path::kNoReduction) return d == Direction::kBackpropInput;
   return true;
 }
 
@@ -280,21 +248,16 @@ TF_OPS_GPU_NAMED_ENUM(OpPath, OpPathName, TF_OPS_GPU_OP_PATHS)
 constexpr int kOpPaths = static_cast<int>(OpPath::kCount);
 
 inline bool OpPathApplies(Direction d, OpPath path) {
-  return d == Direction::kInput || path == OpPath::kZeroFill || path == OpPath::kNoOutput;
+  return d == Direction::kBackpropInput || path == OpPath::kZeroFill || path == OpPath::kNoOutput;
 }
 
 // The op-level cases a direction reaches over geometry g.
 template <typename Fn>
 void ForEachOpPath(Direction d, const ConvGeometry& g, const Fn& fn) {
-  const int64_t out = d == Direction::kForward ? g.output_elements()
-                      : d == Direction::kInput ? g.input_elements()
-                                               : g.filter_elements();
-  if (out == 0) return fn(OpPath::kNoOutput);
-  const bool empty = d == Direction::kForward ? g.input_elements() == 0 || g.filter_elements() == 0
-                     : d == Direction::kInput ? g.output_elements() == 0 || g.filter_elements() == 0
-                                              : g.input_elements() == 0 || g.output_elements() == 0;
-  if (empty) return fn(OpPath::kZeroFill);
-  if (d != Direction::kInput) return;
+  const EmptyCall empty = EmptyRule(d, g);
+  if (empty == EmptyCall::kNothing) return fn(OpPath::kNoOutput);
+  if (empty == EmptyCall::kZeros) return fn(OpPath::kZeroFill);
+  if (d != Direction::kBackpropInput) return;
   const std::vector<InputClass> classes = InputClasses(g);
   for (const InputClass& c : classes) {
     if (c.sizes.M != classes[0].sizes.M) {

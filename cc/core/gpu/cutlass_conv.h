@@ -23,8 +23,6 @@ struct CUstream_st;
 namespace tf_ops {
 namespace gpu {
 
-enum class Dtype { kHalf, kBFloat16, kFloat, kDouble, kInt32 };
-
 // How float32 runs on tensor cores: TF32 products (10-bit mantissas, TensorFlow's default for
 // its own GPU convolutions), or three TF32 products a multiply (big * big + big * small +
 // small * big, CUTLASS's OpMultiplyAddFastF32), as accurate as float32 FMAs.
@@ -70,11 +68,11 @@ inline CutlassShape CutlassShapeOf(const ConvGeometry& g, int64_t split_k = 1) {
 // The CUTLASS kernels of a build: one set per element type and float math.
 struct CutlassKernels {
   // "" where CUTLASS's can_implement accepts the problem for `op`, else why not (its status).
-  std::string (*refusal)(CutlassOp op, Dtype dtype, FloatMath math, const CutlassShape& shape);
+  std::string (*refusal)(CutlassOp op, Element dtype, FloatMath math, const CutlassShape& shape);
   // Queues `op` on `stream`: a and b are its operands as CUTLASS names them (forward: x and the
   // KRSC filter; backprop input: dy and the KRSC filter; backprop filter: dy and x), d its
   // output (backprop filter: shape.split_k float KRSC tensors, one a split). "" or an error.
-  std::string (*run)(CutlassOp op, Dtype dtype, FloatMath math, const CutlassShape& shape, const void* a,
+  std::string (*run)(CutlassOp op, Element dtype, FloatMath math, const CutlassShape& shape, const void* a,
                      const void* b, void* d, CUstream_st* stream);
 };
 

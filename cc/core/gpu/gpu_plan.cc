@@ -11,35 +11,12 @@ namespace gpu {
 
 namespace {
 
-#define TF_OPS_GPU_RULE_KEY(name, key, text) key,
-#define TF_OPS_GPU_RULE_TEXT(name, key, text) text,
-constexpr const char* kRuleKeys[] = {TF_OPS_GPU_RULES(TF_OPS_GPU_RULE_KEY)};
-constexpr const char* kRuleTexts[] = {TF_OPS_GPU_RULES(TF_OPS_GPU_RULE_TEXT)};
-#undef TF_OPS_GPU_RULE_KEY
-#undef TF_OPS_GPU_RULE_TEXT
-
-int64_t ElementBytes(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::kHalf:
-    case Dtype::kBFloat16: return 2;
-    case Dtype::kFloat:
-    case Dtype::kInt32: return 4;
-    case Dtype::kDouble: return 8;
-  }
-  return 8;
-}
-
-// The element counts of the operands a direction reads and the one it writes.
-bool AnyEmpty(const ConvGeometry& g) {
-  return g.input_elements() == 0 || g.filter_elements() == 0 || g.output_elements() == 0;
-}
-
 // The GEMM problems our kernels run for the call, in order (conv_gpu.cu's): none where a
 // tensor is empty.
 std::vector<ProblemSizes> OurProblems(const GpuCall& c) {
-  if (AnyEmpty(c.g)) return {};
+  if (EmptyRule(c.direction, c.g) != EmptyCall::kCompute) return {};
   if (c.direction == Direction::kForward) return {ForwardSizes(c.g)};
-  if (c.direction == Direction::kFilter) return {FilterSizes(c.g)};
+  if (c.direction == Direction::kBackpropFilter) return {FilterSizes(c.g)};
   std::vector<ProblemSizes> problems;
   for (const InputClass& ic : InputClasses(c.g)) problems.push_back(ic.sizes);
   return problems;
@@ -47,10 +24,10 @@ std::vector<ProblemSizes> OurProblems(const GpuCall& c) {
 
 // Output columns a group, as our kernels' problems have them.
 int64_t ColumnsOf(const GpuCall& c) {
-  return c.direction == Direction::kInput ? c.g.filter_in_depth : c.g.out_depth_per_group();
+  return c.direction == Direction::kBackpropInput ? c.g.filter_in_depth : c.g.out_depth_per_group();
 }
 
-bool TensorCoreType(Dtype dtype) { return dtype == Dtype::kHalf || dtype == Dtype::kBFloat16; }
+bool TensorCoreType(Element dtype) { return dtype == Element::kHalf || dtype == Element::kBFloat16; }
 
 // The CUTLASS operator of an entry.
 CutlassOp OpOf(Entry entry) {
@@ -74,10 +51,10 @@ int64_t WgradSplits(const ConvGeometry& g) {
 std::vector<Entry> EntriesOf(Direction d) {
   switch (d) {
     case Direction::kForward: return {Entry::kZero, Entry::kCutlassFprop, Entry::kDirect, Entry::kMma, Entry::kGemm};
-    case Direction::kInput:
+    case Direction::kBackpropInput:
       return {Entry::kZero, Entry::kCutlassDgradUnity, Entry::kCutlassDgradStrided, Entry::kDirect, Entry::kMma,
               Entry::kGemm};
-    case Direction::kFilter: return {Entry::kZero, Entry::kCutlassWgrad, Entry::kDirect, Entry::kMma, Entry::kGemm};
+    case Direction::kBackpropFilter: return {Entry::kZero, Entry::kCutlassWgrad, Entry::kDirect, Entry::kMma, Entry::kGemm};
   }
   return {Entry::kGemm};
 }
@@ -92,10 +69,10 @@ Refusal Check(Entry entry, const GpuCall& c, const CutlassKernels* cutlass) {
     return r;
   };
   const ConvGeometry& g = c.g;
-  if (entry == Entry::kZero) return AnyEmpty(g) ? r : refuse(Rule::kNotEmpty);
+  if (entry == Entry::kZero) return EmptyRule(c.direction, g) != EmptyCall::kCompute ? r : refuse(Rule::kNotEmpty);
   if (IsCutlass(entry)) {
     if (cutlass == nullptr) return refuse(Rule::kNoCutlass);
-    if (!TensorCoreType(c.dtype) && c.dtype != Dtype::kFloat) return refuse(Rule::kElementType);
+    if (!TensorCoreType(c.dtype) && c.dtype != Element::kFloat) return refuse(Rule::kElementType);
     if (c.layout != Layout::kNHWC) return refuse(Rule::kLayout);
     if (g.groups != 1) return refuse(Rule::kGroups);
     constexpr int64_t kLimit = int64_t{1} << 31;
@@ -126,9 +103,6 @@ std::string Field(std::string text) {
 }  // namespace
 
 int64_t Aligned(int64_t bytes) { return CeilDiv(bytes, kWorkspaceAlign) * kWorkspaceAlign; }
-
-const char* RuleName(Rule rule) { return kRuleKeys[static_cast<int>(rule)]; }
-const char* RuleText(Rule rule) { return kRuleTexts[static_cast<int>(rule)]; }
 
 bool IsCutlass(Entry entry) {
   return entry == Entry::kCutlassFprop || entry == Entry::kCutlassDgradUnity ||
@@ -162,11 +136,11 @@ GpuPlan PlanGpu(const GpuCall& call, const CutlassKernels* cutlass) {
   }
   if (plan.entry == Entry::kZero) return plan;
   plan.kernel = plan.entry == Entry::kDirect ? Kernel::kDirect : Kernel::kGemm;
-  const int64_t acc_bytes = call.dtype == Dtype::kDouble ? 8 : 4;  // half and bfloat16 sum in float
+  const int64_t acc_bytes = call.dtype == Element::kDouble ? 8 : 4;  // half and bfloat16 sum in float
   for (const ProblemSizes& p : OurProblems(call)) {
     if (p.M <= 0 || p.N <= 0 || p.groups <= 0) continue;
     const LaunchPlan launch =
-        PlanProblem(p, plan.kernel, TensorCoreType(call.dtype), /*direct_slices=*/call.direction == Direction::kFilter);
+        PlanProblem(p, plan.kernel, TensorCoreType(call.dtype), /*direct_slices=*/call.direction == Direction::kBackpropFilter);
     plan.launches.push_back(launch);
     plan.workspace_bytes += Aligned(launch.partial_elements(p) * acc_bytes);
   }
@@ -174,21 +148,16 @@ GpuPlan PlanGpu(const GpuCall& call, const CutlassKernels* cutlass) {
 }
 
 std::string DescribeGpuPlan(const GpuPlan& plan) {
-  static const char* const kDirectionNames[] = {"forward", "backprop_input", "backprop_filter"};
-  static const char* const kDtypes[] = {"float16", "bfloat16", "float32", "float64", "int32"};
   const GpuCall& c = plan.call;
   const bool cutlass = IsCutlass(plan.entry);
-  const char* accuracy = cutlass && c.dtype == Dtype::kFloat
+  const char* accuracy = cutlass && c.dtype == Element::kFloat
                              ? (c.float_math == FloatMath::kTf32 ? "tf32" : "tf32x3")
                              : "direct";
   int64_t blocks = 0, slices = 1;
   for (const LaunchPlan& l : plan.launches) blocks += l.blocks, slices = std::max(slices, l.slices);
-  std::string line = std::string("algorithm=") + EntryName(plan.entry) +
-                     " direction=" + kDirectionNames[static_cast<int>(c.direction)] +
-                     " dtype=" + kDtypes[static_cast<int>(c.dtype)] +
-                     " layout=" + (c.layout == Layout::kNCHW ? "NCHW" : "NHWC") + " isa=cuda accuracy=" + accuracy +
-                     " workspace_bytes=" + std::to_string(plan.workspace_bytes) +
-                     " work_units=" + std::to_string(blocks) + " device=gpu";
+  std::string line = PlanLineFields(NameOf(plan.entry), nullptr, c.direction, c.dtype, c.layout, "cuda", accuracy,
+                                    plan.workspace_bytes, blocks) +
+                     " device=gpu";
   if (cutlass) {
     line += " blocking=split_k:" + std::to_string(plan.shape.split_k);
   } else if (!plan.launches.empty()) {
@@ -202,7 +171,7 @@ std::string DescribeGpuPlan(const GpuPlan& plan) {
     line += " refused=";
     for (size_t i = 0; i < plan.refused.size(); ++i) {
       const Refusal& r = plan.refused[i];
-      line += std::string(i ? ";" : "") + EntryName(r.entry) + ":" + RuleName(r.rule);
+      line += std::string(i ? ";" : "") + NameOf(r.entry) + ":" + NameOf(r.rule);
       if (!r.detail.empty()) line += "(" + Field(r.detail) + ")";
     }
   }

@@ -35,45 +35,14 @@
 namespace tf_ops {
 namespace gpu {
 
-#define TF_OPS_GPU_ENTRIES(X)            \
-  X(kZero, "gpu_zero")                   \
-  X(kCutlassFprop, "cutlass_fprop")      \
-  X(kCutlassDgradUnity, "cutlass_dgrad_unity") \
-  X(kCutlassDgradStrided, "cutlass_dgrad_strided") \
-  X(kCutlassWgrad, "cutlass_wgrad")      \
-  X(kDirect, "gpu_direct")               \
-  X(kMma, "gpu_mma")                     \
-  X(kGemm, "gpu_gemm")
-
-TF_OPS_GPU_NAMED_ENUM(Entry, EntryName, TF_OPS_GPU_ENTRIES)
+// Entry and Rule, and their names: cc/core/vocabulary.h.
 constexpr int kEntries = static_cast<int>(Entry::kCount);
-
-// The rules entries refuse by (the names in a plan's line).
-#define TF_OPS_GPU_RULES(X)                                                                    \
-  X(kNotEmpty, "not_empty", "no tensor is empty")                                              \
-  X(kNoCutlass, "no_cutlass", "this build holds no CUTLASS kernels")                           \
-  X(kElementType, "element_type", "CUTLASS runs half, bfloat16 and float32 only")              \
-  X(kLayout, "layout", "NCHW: CUTLASS's tensors are NHWC")                                     \
-  X(kGroups, "groups", "grouped or depthwise: CUTLASS's dense operators take one group")      \
-  X(kSize, "size", "a tensor of 2**31 bytes or more: CUTLASS indexes with 32-bit ints")       \
-  X(kUnaligned, "unaligned", "an operand's address not a multiple of 16: CUTLASS loads 128 bits") \
-  X(kStrided, "strided", "a stride above 1: the strided operator's")                          \
-  X(kUnitStride, "unit_stride", "stride 1: the unity operator's")                             \
-  X(kCanImplement, "can_implement", "CUTLASS's can_implement refuses the problem")            \
-  X(kColumns, "columns", "more than kDirectMaxCols output columns a group")                   \
-  X(kNotTensorCore, "not_half", "tensor cores in our kernels take half and bfloat16 only")
-
-#define TF_OPS_GPU_RULE_ENTRY(name, key, text) name,
-enum class Rule : int { TF_OPS_GPU_RULES(TF_OPS_GPU_RULE_ENTRY) kCount };
-#undef TF_OPS_GPU_RULE_ENTRY
 constexpr int kRules = static_cast<int>(Rule::kCount);
-const char* RuleName(Rule rule);
-const char* RuleText(Rule rule);
 
 // One call as the planner reads it.
 struct GpuCall {
   Direction direction = Direction::kForward;
-  Dtype dtype = Dtype::kFloat;
+  Element dtype = Element::kFloat;
   ConvGeometry g;
   Layout layout = Layout::kNHWC;
   FloatMath float_math = FloatMath::kTf32x3;  // for float32 on tensor cores

@@ -40,8 +40,8 @@ std::string RunGpuPlan(const GpuPlan& plan, const void* a, const void* b, void* 
   const Kernel kernel = plan.entry == Entry::kZero ? Kernel::kAuto : plan.kernel;
   switch (c.direction) {
     case Direction::kForward: return ConvForward(c.dtype, c.g, c.layout, a, b, out, stream, carve, kernel);
-    case Direction::kInput: return ConvBackpropInput(c.dtype, c.g, c.layout, a, b, out, stream, carve, kernel);
-    case Direction::kFilter: return ConvBackpropFilter(c.dtype, c.g, c.layout, a, b, out, stream, carve, kernel);
+    case Direction::kBackpropInput: return ConvBackpropInput(c.dtype, c.g, c.layout, a, b, out, stream, carve, kernel);
+    case Direction::kBackpropFilter: return ConvBackpropFilter(c.dtype, c.g, c.layout, a, b, out, stream, carve, kernel);
   }
   return "no such direction";
 }

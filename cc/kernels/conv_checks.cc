@@ -1,5 +1,5 @@
-// The checks and bookkeeping every TfOps> kernel shares (conv_plan.h).
-#include "cc/kernels/conv_plan.h"
+// The checks and bookkeeping every TfOps> kernel shares (conv_checks.h).
+#include "cc/kernels/conv_checks.h"
 
 #include <cstdint>
 #include <limits>
@@ -211,8 +211,8 @@ absl::Status ShapeFromSizes(const char* label, const char* what, const Tensor& s
 
 }  // namespace
 
-absl::Status PlanConv(const OpSpec& spec, const ParsedAttrs& attrs, const ConvOperands& operands,
-                      int64_t element_bytes, ConvPlan* plan) {
+absl::Status CheckConv(const OpSpec& spec, const ParsedAttrs& attrs, const ConvOperands& operands,
+                       int64_t element_bytes, CheckedConv* checked) {
   const char* label = spec.label;
   const Direction dir = spec.direction;
   // Shapes of x (input), w (filter) and dy (out_backprop); one of them is what the op
@@ -266,7 +266,7 @@ absl::Status PlanConv(const OpSpec& spec, const ParsedAttrs& attrs, const ConvOp
     }
     filter_in_depth = 1;
   }
-  ConvGeometry& g = plan->g;
+  ConvGeometry& g = checked->g;
   std::string err = MakeConvGeometry(xd.n, xd.h, xd.w, xd.c, w_shape.dim_size(0), w_shape.dim_size(1),
                                      filter_in_depth, out_depth, attrs.conv, &g);
   if (!err.empty()) {
@@ -283,7 +283,7 @@ absl::Status PlanConv(const OpSpec& spec, const ParsedAttrs& attrs, const ConvOp
     if (!err.empty()) return InvalidArgument(label, ": ", err, " (out_backprop shape ", dy_shape.DebugString(), ")");
   }
 
-  TensorShape& out_shape = plan->out_shape;
+  TensorShape& out_shape = checked->out_shape;
   switch (dir) {
     case Direction::kForward:
       TF_RETURN_IF_ERROR(ActivationShape({g.batch, g.out_rows, g.out_cols, g.out_depth}, attrs, &out_shape));

@@ -3,8 +3,8 @@
 // check the attributes, then from the operands' shapes (and the sizes vector of the V1 backprop
 // ops) check ranks and sizes, make the geometry and the output's shape, with TensorFlow's error
 // classes and messages. One function per step, so that every device says the same thing.
-#ifndef TF_OPS_CC_KERNELS_CONV_PLAN_H_
-#define TF_OPS_CC_KERNELS_CONV_PLAN_H_
+#ifndef TF_OPS_CC_KERNELS_CONV_CHECKS_H_
+#define TF_OPS_CC_KERNELS_CONV_CHECKS_H_
 
 #include <cstdint>
 #include <exception>
@@ -14,13 +14,12 @@
 
 #include "absl/status/status.h"
 #include "cc/core/conv_geometry.h"
+#include "cc/core/vocabulary.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
 namespace tf_ops {
-
-enum class Direction { kForward, kBackpropInput, kBackpropFilter };
 
 // Where the shape of the tensor a backprop op computes comes from.
 enum class SizesFrom {
@@ -83,16 +82,16 @@ struct ConvOperands {
   const ::tensorflow::Tensor* sizes = nullptr;
 };
 
-// The outcome of PlanConv: the geometry and the shape of the output.
-struct ConvPlan {
+// The outcome of CheckConv: the geometry and the shape of the output.
+struct CheckedConv {
   ConvGeometry g;
   ::tensorflow::TensorShape out_shape;
 };
 
 // Every check of the operands, the geometry and the output's shape; `element_bytes` bounds the
 // output's size.
-absl::Status PlanConv(const OpSpec& spec, const ParsedAttrs& attrs, const ConvOperands& operands,
-                      int64_t element_bytes, ConvPlan* plan);
+absl::Status CheckConv(const OpSpec& spec, const ParsedAttrs& attrs, const ConvOperands& operands,
+                       int64_t element_bytes, CheckedConv* checked);
 
 // Runs `work` (a kernel's Compute, an XLA lowering) so that no exception leaves it: one that it
 // throws is ctx's error, ResourceExhausted for std::bad_alloc (memory that cannot be had), else
@@ -120,4 +119,4 @@ void WithoutExceptions(Ctx* ctx, const char* label, const Work& work) {
 
 }  // namespace tf_ops
 
-#endif  // TF_OPS_CC_KERNELS_CONV_PLAN_H_
+#endif  // TF_OPS_CC_KERNELS_CONV_CHECKS_H_
