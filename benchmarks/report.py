@@ -6,8 +6,9 @@
 
 Every bench_*.csv of benchmarks/results/ gets a section of docs/speed.md: the machine, the
 geometric mean of the speed ratio per op (or direction) and dtype, and every row; so does every
-kernels*.json (`bench --kernels`: the CPU kernel tables against their peak) and models*.json
-(`bench --models`: Keras models' training steps). A CSV written
+kernels*.json (`bench --kernels`: the CPU kernel tables against their peak), models*.json
+(`bench --models`: Keras models' training steps) and plan_cache*.json (`bench --plan-cache`: the
+ops' plan cache on and off). A CSV written
 by `python -m tf_ops bench` (a tf_ms column) has its run's JSON beside it, which names the
 machine; one written by tests/gpu/harness.py (a cudnn_ms column) has none, so GPU_RUNS below
 records where it ran. The README's summary lies between SUMMARY_START and SUMMARY_END.
@@ -59,6 +60,7 @@ python -m tf_ops bench --out benchmarks/results   # the committed results
 TF_OPS_CPU_ISA=avx2 python -m tf_ops bench --onednn off   # tf_ops on its AVX2 kernel table
 python -m tf_ops bench --kernels      # each CPU kernel table against its own peak (1 minute)
 python -m tf_ops bench --models       # Keras models' training steps (ResNet50, ...; 2 minutes)
+python -m tf_ops bench --plan-cache   # small layers and an inference step, plan cache on and off
 python benchmarks/report.py           # then this page and the README's summary
 python benchmarks/report.py --check   # exits 1, naming the file, if either is stale
 ```
@@ -69,7 +71,8 @@ name with the machine and settings, and a plot; it rewrites `benchmarks/results/
 (`bench_avx2_onednn_off.csv`). `TF_OPS_CPU_ISA` (`generic`, `avx2`, `avx512`, `avx512_bf16`,
 `amx_bf16`) makes tf_ops run that kernel table for the whole process, so an AVX-512 machine
 measures the AVX2 table too; tf_ops refuses to load where the processor cannot run it.
-`--kernels` writes `kernels.json`, `--models` `models_onednn_on.json` (the same naming).
+`--kernels` writes `kernels.json`, `--models` `models_onednn_on.json` (the same naming),
+`--plan-cache` `plan_cache.json`.
 The plot
 needs matplotlib (`pip install '.[bench]'`); without it the run says so in one line and writes
 the tables. `python -m tf_ops bench --quick` runs tiny shapes through every path (the test suite
@@ -341,10 +344,33 @@ def models_section(name, meta):
     return "\n".join(out)
 
 
+PLAN_CACHE_TEXT = (
+    "What the ops' plan cache saves: each row times one op (eager calls of small layers, or a Keras model's "
+    "inference step on tf_ops' layers in one `tf.function`) with the cache on and off (the library's "
+    "`plan_cache` switch; `TF_OPS_PLAN_CACHE=0` turns it off for a process), the two alternating, median times. "
+    "Planned/cached above 1: planning every call costs that share. Explain: one `TfOpsExplain` call for the "
+    "layer (the checks, the geometry, the plan and its line), an upper bound of what planning costs.")
+
+
+def plan_cache_section(name, meta):
+    out = run_section(f"## Plan cache: `{name}`", meta, PLAN_CACHE_TEXT,
+                      ("what", "input", "filter", "cached µs", "planned µs", "saved µs", "planned/cached",
+                       "explain µs"))
+    for r in meta.get("rows", []):
+        explain = "-" if r.get("explain_us") is None else sig(r["explain_us"])
+        out.append(f"| `{r['what']}` | {r['x_shape']} | {r['filter_shape'] or '-'} | {sig(r['cached_us'])} | "
+                   f"{sig(r['uncached_us'])} | {r['saved_us']:.1f} | {r['ratio']:.3f} | {explain} |")
+    return "\n".join(out)
+
+
+# The sections of the JSON runs, by the name their files start with.
+SECTIONS = {"kernels": kernels_section, "models": models_section, "plan_cache": plan_cache_section}
+
+
 def runs():
-    """[(JSON name, "kernels" or "models", its content)] of benchmarks/results."""
+    """[(JSON name, "kernels", "models" or "plan_cache", its content)] of benchmarks/results."""
     found = []
-    for kind in ("kernels", "models"):
+    for kind in SECTIONS:
         for path in sorted(RESULTS.glob(f"{kind}*.json")):
             found.append((path.name, kind, json.loads(path.read_text())))
     return found
@@ -374,7 +400,7 @@ def speed_page(found, other_runs=()):
         if kind == "cpu":
             sections.append(cpu_section(name, rows, meta, plot))
     for name, kind, meta in other_runs:
-        sections.append(kernels_section(name, meta) if kind == "kernels" else models_section(name, meta))
+        sections.append(SECTIONS[kind](name, meta))
     for name, kind, rows, meta, plot in found:
         if kind == "gpu":
             sections.append(gpu_section(name, rows))

@@ -38,12 +38,13 @@ def pytest_configure(config):
 
 
 # The longest test files, longest first: pytest-xdist hands files to its workers in the order
-# collected, and one started last would run on alone (test_xla.py, last by name, took a worker
-# alone through the last 90 s of the fast tier); the short ones, in name order, fill the end.
+# collected, and a long one started last would run on alone; the short ones, in name order, fill
+# the end. Each run checks the list against the processor seconds it measured (the terminal
+# summary names a file not in it that took longer than its last).
 LONGEST_FIRST = ["test_kernel_sweep.py", "test_cuda_kernels.py", "test_tf_upstream.py",
-                 "test_xla.py", "test_savedmodel.py", "test_fuzz.py", "test_cpp_api.py",
-                 "test_fast_kernels.py", "test_distribute.py", "test_api.py", "test_accuracy.py",
-                 "test_layers.py"]
+                 "test_xla.py", "test_savedmodel.py", "test_cutlass.py", "test_fuzz.py", "test_cpp_api.py",
+                 "test_fast_kernels.py", "test_bench.py", "test_distribute.py", "test_api.py",
+                 "test_accuracy.py", "test_layers.py"]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -119,6 +120,12 @@ def pytest_terminal_summary(terminalreporter, config):
         total = sum(_processor_by_file.values())
         top = ", ".join(f"{name.removeprefix('tests/')} {s:.0f}" for name, s in _processor_by_file.most_common(12))
         terminalreporter.write_line(f"tf_ops: processor seconds {total:.0f}; by test file, most first: {top}")
+        last = _processor_by_file.get("tests/" + LONGEST_FIRST[-1])
+        outgrown = [name.removeprefix("tests/") for name, s in _processor_by_file.most_common()
+                    if last is not None and s > last and name.removeprefix("tests/") not in LONGEST_FIRST]
+        if outgrown:
+            terminalreporter.write_line(f"tf_ops: longer than a file of LONGEST_FIRST (tests/conftest.py) but not "
+                                        f"in it: {', '.join(outgrown)}")
         durations = config.getoption("durations", None)
         if durations is not None:  # as pytest's own list: 0 for every test
             for name, s in _processor_by_test.most_common(durations or None):

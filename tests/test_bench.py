@@ -113,6 +113,19 @@ class BenchTest(tf.test.TestCase):
             self.assertEqual([p["algorithm"] for p in t["passes"]], ["winograd", "filter_gemm"], t["table"])
             self.assertIn(f"{t['table']:<8} peak", proc.stdout)
 
+    def test_plan_cache_run(self):
+        proc, report = self._quick_report("--plan-cache", "plan_cache_quick.json")
+        self.assertEqual([r["what"] for r in report["rows"]],
+                         [f"{op} {shape}" for shape in ("tiny", "tiny_s2")
+                          for op in ("conv2d", "conv2d_backprop_input", "conv2d_backprop_filter")])
+        for r in report["rows"]:
+            self.assertGreater(r["cached_us"], 0, r)
+            self.assertGreater(r["uncached_us"], 0, r)
+            self.assertAlmostEqual(r["ratio"], r["uncached_us"] / r["cached_us"])
+            self.assertGreater(r["explain_us"], 0, r)
+            self.assertIn(r["what"], proc.stdout)
+        self.assertEqual(report["failures"], 0)
+
     @pytest.mark.exhaustive
     def test_models_run(self):
         _, report = self._quick_report("--models", f"models_quick_onednn_{'on' if self._onednn() else 'off'}.json")

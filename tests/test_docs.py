@@ -100,6 +100,7 @@ COMMANDS = {
         (TEST, "test_bench.BenchTest.test_onednn_flag_reruns_in_the_other_mode"),
     "python -m tf_ops bench --kernels": (TEST, "test_bench.BenchTest.test_kernels_run"),
     "python -m tf_ops bench --models": (TEST, "test_bench.BenchTest.test_models_run"),
+    "python -m tf_ops bench --plan-cache": (TEST, "test_bench.BenchTest.test_plan_cache_run"),
     "python benchmarks/report.py": (RUN, None),
     "python benchmarks/report.py --check": (RUN, None),
     # Which kernel runs a call (README.md, docs/functions.md).

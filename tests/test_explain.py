@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 import tf_ops
-from tf_ops import _explain, _loader
+from tf_ops import _explain, _loader, _vocabulary
 
 LINE = ("algorithm=space_to_depth pass=banded direction=forward dtype=float32 layout=NHWC isa=avx2 "
         "accuracy=direct workspace_bytes=4096 work_units=12 blocking=rows:4,cols:16")
@@ -348,6 +348,15 @@ class ExplainTest(tf.test.TestCase):
             self.assertEqual(plan.accuracy, "direct", where)
             self.assertNotIn(plan.algorithm, WINOGRAD_ALGORITHMS, where)
             self.assertNotIn(plan.inner_pass, WINOGRAD_ALGORITHMS, where)
+        # The algorithms the planner tried first, each once, and the rule that refused it.
+        tried = [algorithm for algorithm, _ in plan.refused]
+        self.assertEqual(len(set(tried)), len(tried), where)
+        self.assertNotIn(plan.algorithm, tried, where)
+        for algorithm, rule in plan.refused:
+            self.assertIn(algorithm, _explain.ALGORITHMS, where)
+            self.assertIn(rule, _vocabulary.names("cpu_rule"), where)
+        if tf_ops.exact_mode() and plan.algorithm != "direct" and plan.direction != "backprop_filter":
+            self.assertEqual(plan.refused[0], ("winograd", "exact_mode"), where)
 
     def test_every_op_and_dtype_gives_a_documented_plan(self):
         geometries = [
@@ -647,6 +656,9 @@ class VerboseTest(tf.test.TestCase):
         plans = {name: tf_ops.Plan(**r["plan"]) for name, r in self.results().items() if "plan" in r}
         self.assertEqual(plans["winograd"].algorithm, "winograd")
         self.assertNotIn(plans["winograd in exact mode"].algorithm, WINOGRAD_ALGORITHMS)
+        self.assertEqual(plans["winograd in exact mode"].refused[:2],
+                         (("winograd", "exact_mode"), ("winograd_space_to_depth", "exact_mode")))
+        self.assertEqual(plans["pointwise"].refused[-2:], (("depthwise_rows", "shape"), ("banded", "shape")))
         self.assertEqual(plans["winograd in exact mode"].accuracy, "direct")
         self.assertEqual(plans["pointwise"].algorithm, "pointwise")
         self.assertEqual(plans["depthwise multiplier 1"].algorithm, "depthwise_rows")

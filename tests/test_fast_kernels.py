@@ -303,6 +303,49 @@ class NarrowingTest(tf.test.TestCase):
                               f"0x{bits[i]:08x} -> 0x{got[i, j]:04x}, Eigen 0x{expected[i]:04x}")
 
 
+class PlanCacheTest(tf.test.TestCase):
+    """An op keeps its CPU calls' plans by geometry and by the switches they were planned under
+    (cc/core/cpu/conv_cpu.h: PlanCache): a kept plan gives what planning again gives, a switch
+    changed between two calls of one geometry takes effect at once, and more geometries than it
+    keeps are planned again."""
+
+    def setUp(self):
+        super().setUp()
+        self.exact_before = tf_ops.set_exact_mode(False)
+
+    def tearDown(self):
+        tf_ops.set_exact_mode(self.exact_before)
+        _loader._switch("plan_cache", True)
+        super().tearDown()
+
+    def test_kept_plans_follow_geometry_and_switches(self):
+        rng = np.random.default_rng(5)
+        # 3x3 at stride 1 with 32 channels: Winograd unless in exact mode, whose sums differ in
+        # their last bits from the direct ones.
+        x = tf.constant(rng.standard_normal((2, 12, 12, 32)), tf.float32)
+        w = tf.constant(rng.standard_normal((3, 3, 32, 32)), tf.float32)
+        # One graph for every batch size: one op kernel, one cache, for every call.
+        conv = tf.function(lambda x: tf_ops.conv2d(x, w, 1, "SAME"),
+                           input_signature=[tf.TensorSpec([None, 12, 12, 32], tf.float32)])
+
+        def run(exact, cache, inputs=x):
+            tf_ops.set_exact_mode(exact)
+            _loader._switch("plan_cache", cache)
+            return conv(inputs).numpy()
+
+        uncached = {exact: run(exact, False) for exact in (False, True)}
+        self.assertFalse(np.array_equal(uncached[False], uncached[True]),
+                         "Winograd and the direct sums agree to the bit: the test shows nothing")
+        for exact in (False, True, False, True):  # one geometry, the switch flipped between calls
+            self.assertAllEqual(run(exact, True), uncached[exact])
+        # Twice as many geometries as a cache keeps, twice round: each result as planned anew.
+        batches = range(1, 2 * 8 + 1)
+        expected = {n: run(False, False, x[:1].numpy().repeat(n, 0)) for n in batches}
+        for _ in range(2):
+            for n in batches:
+                self.assertAllEqual(run(False, True, x[:1].numpy().repeat(n, 0)), expected[n])
+
+
 class WorkspaceTest(tf.test.TestCase):
     """A call's workspace (cc/core/cpu/fast_common.h): one block of its plan's size, asked for
     once, before anything runs; the passes' buffers aligned, disjoint and nested inside it;

@@ -5,7 +5,7 @@ and EXPLICIT padding and grouped filters on CPU, and gives bitwise reproducible 
 Importing the package loads the compiled library once and registers the gradients.
 """
 from tf_ops._loader import (build_info, cpu_kernel_isa, exact_mode, gpu_support, library_path, load_library,
-                            set_exact_mode)
+                            set_exact_mode, set_verbose)
 
 load_library()
 
@@ -47,4 +47,5 @@ __all__ = [
     "layers",
     "library_path",
     "set_exact_mode",
+    "set_verbose",
 ]

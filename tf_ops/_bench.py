@@ -678,6 +678,9 @@ def _parse(argv):
     parser.add_argument("--models", action="store_true",
                         help="instead of the layers: training steps of whole Keras models, tf_ops' layers "
                              "against Keras's (models_onednn_*.json)")
+    parser.add_argument("--plan-cache", action="store_true",
+                        help="instead of the layers against TensorFlow: small layers and a model's inference "
+                             "with the ops' plan cache on and off (plan_cache.json)")
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"folder for the CSV, JSON and PNG (default: {DEFAULT_OUT} in the current folder; "
                              "the checkout's committed results are benchmarks/results, written only when named)")
@@ -719,8 +722,8 @@ def main(argv=None):
     if args.onednn is not None and (args.onednn == "on") != onednn:
         return _rerun_with_onednn(args.onednn, argv)
 
-    if args.kernels and args.models:
-        print("--kernels and --models are separate runs: name one", file=sys.stderr)
+    if args.kernels + args.models + args.plan_cache > 1:
+        print("--kernels, --models and --plan-cache are separate runs: name one", file=sys.stderr)
         return 2
     if args.kernels:
         from tf_ops import _bench_kernels
@@ -728,6 +731,9 @@ def main(argv=None):
     if args.models:
         from tf_ops import _bench_models
         return _bench_models.main(args)
+    if args.plan_cache:
+        from tf_ops import _bench_plans
+        return _bench_plans.main(args)
 
     started = time.perf_counter()
     shapes = QUICK_SHAPES if args.quick else SHAPES

@@ -89,8 +89,9 @@ class Plan:
         blocks, every launch's).
     blocking: the pass's tiling and blocking choices, name to value (may be empty).
     device: "cpu" or "gpu".
-    refused: on the GPU, the entries tried before `algorithm`, each as (entry, rule that refused
-        it), CUTLASS's status after can_implement's rule: can_implement(CUTLASS:_Error_...).
+    refused: the algorithms (on the GPU, the entries) the planner tried before `algorithm`, in
+        order, each as (name, rule that refused it: _vocabulary.names("cpu_rule") or "gpu_rule");
+        on the GPU, CUTLASS's status after can_implement's rule: can_implement(CUTLASS:_Error_...).
     """
     algorithm: str
     inner_pass: Optional[str]
@@ -262,21 +263,11 @@ def _explain_function():
     """TfOpsExplain of the loaded op library, through ctypes."""
     global _FUNCTION
     if _FUNCTION is None:
-        _loader.load_library()
-        path = _loader.library_path()
-        try:
-            fn = ctypes.CDLL(path).TfOpsExplain
-        except AttributeError:
-            raise RuntimeError(
-                f"tf_ops: the op library {path} has no TfOpsExplain: it was built from an older "
-                f"source than this package. Rebuild it with: {_loader._rebuild_command(_loader.build_info())}"
-            ) from None
-        fn.restype = ctypes.c_int64
-        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
-                       ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
-                       ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
-                       ctypes.c_char_p, ctypes.c_int64]
-        _FUNCTION = fn
+        int64s = ctypes.POINTER(ctypes.c_int64)
+        _FUNCTION = _loader.c_function(
+            "TfOpsExplain", ctypes.c_int64, [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                                             int64s, int64s, int64s, int64s, ctypes.c_int64, ctypes.c_char_p,
+                                             ctypes.c_int64])
     return _FUNCTION
 
 

@@ -81,6 +81,21 @@ def load_library():
     return _LIBRARY
 
 
+def c_function(name, restype, argtypes):
+    """The library's C entry point `name` (through ctypes, with its types set), the library loaded
+    first; RuntimeError, with the command that rebuilds it, where the library has none (built
+    from an older source than this package)."""
+    load_library()
+    path = library_path()
+    try:
+        fn = getattr(ctypes.CDLL(path), name)
+    except AttributeError:
+        raise RuntimeError(f"tf_ops: the op library {path} has no {name}: it was built from an older source than "
+                           f"this package. Rebuild it with: {_rebuild_command(build_info())}") from None
+    fn.restype, fn.argtypes = restype, argtypes
+    return fn
+
+
 def cpu_kernel_isa():
     """The instruction set of the CPU micro-kernels this processor runs: "amx_bf16" (AVX-512
     with bfloat16 dot products, and AMX tiles for the bfloat16 GEMMs of the forward and
@@ -116,17 +131,23 @@ def set_exact_mode(enabled):
     return previous
 
 
+def set_verbose(enabled):
+    """Whether each op call prints its plan to stderr (on CPU with the call's time; the line of
+    tf_ops.explain, prefixed tf_ops_verbose), process-wide, from now on; returns the setting it
+    replaces. Off by default; TF_OPS_VERBOSE=1 in the environment when the library loads turns it
+    on from the start."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_verbose takes True or False, not {enabled!r}")
+    return _switch("verbose", enabled)
+
+
 def _switch(name, on):
     """Sets a switch of the library's (cc/core/switches.h: "exact", "direct_kernels", "verbose")
     on (True) or off (False), process-wide; returns its value before. For the tests, which
     compare the fast kernels with the direct loops in one process; users set the environment
     variables (TF_OPS_EXACT=1, TF_OPS_CPU_KERNELS=direct, TF_OPS_VERBOSE=1), read once, when the
     library is loaded, or call set_exact_mode."""
-    load_library()
-    fn = ctypes.CDLL(library_path()).TfOpsSwitch
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_int]
-    before = fn(name.encode(), 1 if on else 0)
+    before = c_function("TfOpsSwitch", ctypes.c_int, [ctypes.c_char_p, ctypes.c_int])(name.encode(), 1 if on else 0)
     if before < 0:
         raise ValueError(f"tf_ops: no switch named {name!r}")
     return bool(before)

@@ -11,16 +11,7 @@ from tf_ops import _loader
 @functools.lru_cache(maxsize=None)
 def _lists():
     """{list: tuple of its lines' words}, from the library."""
-    path = _loader.library_path()
-    try:
-        fn = ctypes.CDLL(path).TfOpsVocabulary
-    except AttributeError:
-        raise RuntimeError(
-            f"tf_ops: the op library {path} has no TfOpsVocabulary: it was built from an older source than "
-            f"this package. Rebuild it with: {_loader._rebuild_command(_loader.build_info())}"
-        ) from None
-    fn.restype = ctypes.c_int64
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_int64]
+    fn = _loader.c_function("TfOpsVocabulary", ctypes.c_int64, [ctypes.c_char_p, ctypes.c_int64])
     size = fn(None, 0)
     if size < 0:
         raise MemoryError("tf_ops: the library could not write its vocabulary")

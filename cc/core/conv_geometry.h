@@ -12,6 +12,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "cc/core/vocabulary.h"
 
@@ -70,6 +71,15 @@ struct ConvGeometry {
   }
   int64_t output_elements() const { return batch * out_rows * out_cols * out_depth; }
 };
+
+inline bool operator==(const ConvGeometry& a, const ConvGeometry& b) {
+  const auto fields = [](const ConvGeometry& g) {
+    return std::make_tuple(g.batch, g.in_rows, g.in_cols, g.in_depth, g.filter_rows, g.filter_cols, g.filter_in_depth,
+                           g.out_depth, g.out_rows, g.out_cols, g.stride_rows, g.stride_cols, g.dilation_rows,
+                           g.dilation_cols, g.pad_top, g.pad_bottom, g.pad_left, g.pad_right, g.groups);
+  };
+  return fields(a) == fields(b);
+}
 
 // Builds the geometry from the input shape (N, H, W, C), the filter shape
 // (KH, KW, FI, K) and the attributes. Checks every size for sign and overflow, that FI

@@ -5,6 +5,8 @@
 //                   Winograd on CPU; no TF32 on the GPU's tensor cores)
 //   direct kernels  TF_OPS_CPU_KERNELS=direct: the CPU kernels run the direct loops, the oracle
 //   verbose         TF_OPS_VERBOSE=1: each call prints its plan (and on CPU its time) to stderr
+//   plan cache      on unless TF_OPS_PLAN_CACHE=0: an op keeps its CPU calls' plans by
+//                   geometry (cpu::PlanCache); off, every call plans again
 //
 // TF-free.
 #ifndef TF_OPS_CC_CORE_SWITCHES_H_
@@ -20,6 +22,9 @@ void SetDirectKernels(bool on);
 
 bool Verbose();
 void SetVerbose(bool on);
+
+bool PlanCacheOn();
+void SetPlanCache(bool on);
 
 }  // namespace tf_ops
 

@@ -1,5 +1,7 @@
 #include "cc/core/vocabulary.h"
 
+#include <algorithm>
+
 namespace tf_ops {
 
 std::string PlanLineFields(const char* algorithm, const char* pass, Direction direction, Element element,
@@ -12,41 +14,37 @@ std::string PlanLineFields(const char* algorithm, const char* pass, Direction di
   return out + " workspace_bytes=" + std::to_string(workspace_bytes) + " work_units=" + std::to_string(work_units);
 }
 
+void AppendRefusal(const char* entry, const char* rule, const std::string& detail, bool first, std::string* line) {
+  *line += std::string(first ? " refused=" : ";") + entry + ":" + rule;
+  if (detail.empty()) return;
+  std::string field = detail;
+  std::replace(field.begin(), field.end(), ' ', '_');
+  *line += "(" + field + ")";
+}
+
+namespace {
+
+// A line "<list> <name>" for each of `names`.
+template <size_t N>
+void Lines(const char* list, const char* const (&names)[N], std::string* out) {
+  for (const char* name : names) *out += std::string(list) + " " + name + "\n";
+}
+
+}  // namespace
+
 std::string VocabularyText() {
   std::string out;
-  const auto line = [&out](const char* list, const std::string& words) { out += std::string(list) + " " + words + "\n"; };
-#define TF_OPS_WORD(list) [&](const char* name) { line(list, name); }
-#define TF_OPS_LINE(id, name, ...) words(name);
-  {
-    const auto words = TF_OPS_WORD("direction");
-    TF_OPS_DIRECTIONS(TF_OPS_LINE)
-  }
-  {
-    const auto words = TF_OPS_WORD("element");
-    TF_OPS_ELEMENTS(TF_OPS_LINE)
-  }
-  {
-    const auto words = TF_OPS_WORD("layout");
-    TF_OPS_LAYOUTS(TF_OPS_LINE)
-  }
+  Lines("direction", kDirectionNames, &out);
+  Lines("element", kElementNames, &out);
+  Lines("layout", kLayoutNames, &out);
 #define TF_OPS_OP_LINE(name, direction, depthwise) \
-  line("op", std::string(#name " ") + NameOf(Direction::direction) + (depthwise ? " 1" : " 0"));
+  out += std::string("op " #name " ") + NameOf(Direction::direction) + (depthwise ? " 1\n" : " 0\n");
   TF_OPS_OPS(TF_OPS_OP_LINE)
 #undef TF_OPS_OP_LINE
-  {
-    const auto words = TF_OPS_WORD("cpu_algorithm");
-    TF_OPS_CPU_ALGORITHMS(TF_OPS_LINE)
-  }
-  {
-    const auto words = TF_OPS_WORD("gpu_entry");
-    TF_OPS_GPU_ENTRIES(TF_OPS_LINE)
-  }
-  {
-    const auto words = TF_OPS_WORD("gpu_rule");
-    TF_OPS_GPU_RULES(TF_OPS_LINE)
-  }
-#undef TF_OPS_LINE
-#undef TF_OPS_WORD
+  Lines("cpu_algorithm", cpu::kAlgorithmNames, &out);
+  Lines("cpu_rule", cpu::kRuleNames, &out);
+  Lines("gpu_entry", gpu::kEntryNames, &out);
+  Lines("gpu_rule", gpu::kRuleNames, &out);
   return out;
 }
 

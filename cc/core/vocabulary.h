@@ -68,6 +68,14 @@ namespace tf_ops {
   X(kFilterDepthwise, "filter_depthwise", "filter gradient, depthwise vector products")            \
   X(kFilterWinograd, "filter_winograd", "filter gradient, Winograd F(4x4, 3x3)")
 
+// The rules the CPU planner refuses an algorithm by (the names in a plan's line).
+#define TF_OPS_CPU_RULES(X)                                                                       \
+  X(kExactMode, "exact_mode", "exact mode: no sums of transformed values")                        \
+  X(kElementType, "element_type", "the algorithm's kernels take no operands of this element type")\
+  X(kNoAmx, "no_amx", "the kernel table has no AMX tiles")                                        \
+  X(kShape, "shape", "the geometry is outside the algorithm's rule (plan.cc: its planner)")       \
+  X(kBandCopy, "band_copy", "a band's copy would pass kMaxBandCopy elements")
+
 // The GPU plan's entries (cc/core/gpu/gpu_plan.h), in the order they are tried.
 #define TF_OPS_GPU_ENTRIES(X)                                                                      \
   X(kZero, "gpu_zero", "a tensor is empty: the output zero-filled, or nothing to do")              \
@@ -120,6 +128,7 @@ TF_OPS_VOCABULARY_ENUM(Layout, kLayouts, TF_OPS_LAYOUTS)
 
 namespace cpu {
 TF_OPS_VOCABULARY_ENUM_COUNTED(Algorithm, TF_OPS_CPU_ALGORITHMS)
+TF_OPS_VOCABULARY_ENUM_COUNTED(Rule, TF_OPS_CPU_RULES)
 }  // namespace cpu
 
 namespace gpu {
@@ -132,6 +141,10 @@ TF_OPS_VOCABULARY_ENUM_COUNTED(Rule, TF_OPS_GPU_RULES)
 inline const char* TextOf(cpu::Algorithm a) {
   static const char* const texts[] = {TF_OPS_CPU_ALGORITHMS(TF_OPS_VOCABULARY_TEXT)};
   return texts[static_cast<int>(a)];
+}
+inline const char* TextOf(cpu::Rule r) {
+  static const char* const texts[] = {TF_OPS_CPU_RULES(TF_OPS_VOCABULARY_TEXT)};
+  return texts[static_cast<int>(r)];
 }
 inline const char* TextOf(gpu::Rule r) {
   static const char* const texts[] = {TF_OPS_GPU_RULES(TF_OPS_VOCABULARY_TEXT)};
@@ -170,8 +183,13 @@ std::string PlanLineFields(const char* algorithm, const char* pass, Direction di
                            Layout layout, const char* isa, const char* accuracy, int64_t workspace_bytes,
                            int64_t work_units);
 
+// Adds one refusal to a plan's line: " refused=" before the first, ";" between them, each
+// "entry:rule" or "entry:rule(detail)" (the detail's spaces as '_').
+void AppendRefusal(const char* entry, const char* rule, const std::string& detail, bool first, std::string* line);
+
 // The whole vocabulary as text, a line a word: "<list> <name>" (ops: "op <name> <direction>
-// <depthwise 0|1>"), the lists in the order above and each in its enum's order.
+// <depthwise 0|1>"); the lists direction, element, layout, op, cpu_algorithm, cpu_rule,
+// gpu_entry, gpu_rule, each in its enum's order.
 std::string VocabularyText();
 
 }  // namespace tf_ops

@@ -230,15 +230,15 @@ class ConvOp : public OpKernel {
     switch (spec_.direction) {
       case Direction::kForward:
         err = cpu::ConvForward<T>(p.g, p.layout, p.x->flat<T>().data(), p.w->flat<T>().data(), o, parallel_for,
-                                  workspace);
+                                  workspace, &plans_);
         break;
       case Direction::kBackpropInput:
         err = cpu::ConvBackpropInput<T>(p.g, p.layout, p.w->flat<T>().data(), p.dy->flat<T>().data(), o,
-                                        parallel_for, workspace);
+                                        parallel_for, workspace, &plans_);
         break;
       case Direction::kBackpropFilter:
         err = cpu::ConvBackpropFilter<T>(p.g, p.layout, p.x->flat<T>().data(), p.dy->flat<T>().data(), o,
-                                         parallel_for, workspace);
+                                         parallel_for, workspace, &plans_);
         break;
     }
     if (block.IsInitialized()) KeptBlocks::Get().GiveBack(std::move(block));
@@ -277,6 +277,7 @@ class ConvOp : public OpKernel {
 
   const OpSpec spec_;
   ParsedAttrs attrs_;
+  cpu::PlanCache plans_;  // the CPU calls' plans by geometry (unused on the GPU)
 };
 
 // One kernel class per op, so that REGISTER_KERNEL_BUILDER sees a one-argument constructor.
@@ -408,7 +409,8 @@ extern "C" __attribute__((visibility("default"))) int TfOpsExactMode() {
   return tf_ops::ExactMode() ? 1 : 0;
 }
 
-// A switch of cc/core/switches.h by name ("exact", "direct_kernels", "verbose"), for the tests
+// A switch of cc/core/switches.h by name ("exact", "direct_kernels", "verbose", "plan_cache"), for
+// the tests and the benchmark
 // (through ctypes): set on (1) or off (0), or only read (-1); returns its value before, or -1 for
 // a name that is none of them.
 extern "C" __attribute__((visibility("default"))) int TfOpsSwitch(const char* name, int value) {
@@ -419,7 +421,8 @@ extern "C" __attribute__((visibility("default"))) int TfOpsSwitch(const char* na
   };
   static const Named switches[] = {{"exact", tf_ops::ExactMode, tf_ops::SetExactMode},
                                    {"direct_kernels", tf_ops::DirectKernels, tf_ops::SetDirectKernels},
-                                   {"verbose", tf_ops::Verbose, tf_ops::SetVerbose}};
+                                   {"verbose", tf_ops::Verbose, tf_ops::SetVerbose},
+                                   {"plan_cache", tf_ops::PlanCacheOn, tf_ops::SetPlanCache}};
   for (const Named& s : switches) {
     if (name == nullptr || std::strcmp(name, s.name) != 0) continue;
     const bool before = s.get();

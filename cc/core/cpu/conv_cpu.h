@@ -15,7 +15,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "cc/core/conv_geometry.h"
 
@@ -36,27 +39,74 @@ void SerialFor(int64_t units, int64_t cost_per_unit,
 // the heap.
 using WorkspaceFn = std::function<void*(int64_t bytes)>;
 
+struct Plan;  // plan.h
+
+// The plans of one op's calls (a TensorFlow kernel keeps one), by geometry, layout, element type
+// and the switches they were planned under (switches.h): a call of a geometry seen before runs
+// the plan it kept and plans nothing. Keeps the kSize most recently used, a plan in use by a call
+// never dropped; thread-safe. Off while the plan-cache switch is (TF_OPS_PLAN_CACHE=0).
+class PlanCache {
+ public:
+  static constexpr size_t kSize = 8;
+
+  // A plan lent to one call: a kept one, given back when the lease ends, or one of its own.
+  class Lease {
+   public:
+    Lease(Lease&& other) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease();
+    const Plan& plan() const { return *plan_; }
+
+   private:
+    friend class PlanCache;
+    Lease(PlanCache* cache, const Plan* plan, std::unique_ptr<const Plan> own);
+    PlanCache* cache_;  // null for a plan of its own
+    const Plan* plan_;
+    std::unique_ptr<const Plan> own_;
+  };
+
+  PlanCache();
+  ~PlanCache();
+  PlanCache(const PlanCache&) = delete;
+  PlanCache& operator=(const PlanCache&) = delete;
+
+  // The plan a call runs now, kept or made.
+  Lease Get(Direction direction, const ConvGeometry& g, Layout layout, Element element);
+
+ private:
+  struct Entry;
+  void GiveBack(const Plan* plan);
+
+  std::mutex mu_;
+  std::vector<Entry> entries_;  // most recently used first
+};
+
 // x, dx, y and dy are in `layout`; w and dw are [KH, KW, FI, K].
 //
 // ConvForward, ConvBackpropInput and ConvBackpropFilter plan the call (plan.h) and run the
 // plan: the fast kernels of conv_fast.h where they apply (float, half, bfloat16), the direct
 // loops below otherwise, or everywhere while the direct-kernels switch is on (switches.h:
 // TF_OPS_CPU_KERNELS=direct). While the verbose switch is on (TF_OPS_VERBOSE=1) each call
-// prints its plan and time to stderr.
-// A plan's workspace is asked of `workspace` once, before anything runs. Each returns "", or,
-// having written nothing, why the workspace could not be had (its size, what it is for, and
-// what needs less).
+// prints its plan and time to stderr. With `plans`, a call takes its plan from there
+// (PlanCache). A plan's workspace is asked of `workspace` once, before anything runs. Each
+// returns "", or, having written nothing, why the workspace could not be had (its size, what it
+// is for, and what needs less).
 template <typename T>
 std::string ConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
-                        const ParallelFor& parallel_for, const WorkspaceFn& workspace = {});
+                        const ParallelFor& parallel_for, const WorkspaceFn& workspace = {},
+                        PlanCache* plans = nullptr);
 
 template <typename T>
 std::string ConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy, T* dx,
-                              const ParallelFor& parallel_for, const WorkspaceFn& workspace = {});
+                              const ParallelFor& parallel_for, const WorkspaceFn& workspace = {},
+                              PlanCache* plans = nullptr);
 
 template <typename T>
 std::string ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy, T* dw,
-                               const ParallelFor& parallel_for, const WorkspaceFn& workspace = {});
+                               const ParallelFor& parallel_for, const WorkspaceFn& workspace = {},
+                               PlanCache* plans = nullptr);
 
 // What a call of ConvForward, ConvBackpropInput or ConvBackpropFilter (`direction`) on elements
 // of type `element` would run now, without running it: its plan (plan.h) as one line of

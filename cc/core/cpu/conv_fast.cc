@@ -130,8 +130,8 @@ void RunBordered(const GemmPlan& p, const ConvGeometry& g, const T* src, T* dst,
         std::fill(out + left + row, out + cols * channels, T(0.0f));
       }
     });
-    // A last chunk of fewer images is laid out again, by the same rule.
-    const IndirectLayout layout = count == images ? p.indirect : PlanIndirect(count, p.dh, bordered, p.mr);
+    // A last chunk of fewer images has a layout of its own.
+    const IndirectLayout& layout = count == images ? p.indirect : p.bordered_last;
     RunIndirect(layout, count, p.dh, bordered, g.filter_cols, static_cast<int>(p.mr), static_cast<int>(p.nb), copy,
                 channels, dst + n * g.in_rows * g.in_cols * p.dst_channels, p.dst_channels, g.groups * p.blocks,
                 p.src_group, std::min(p.chunk, p.src_group), column, kernel, narrow, parallel_for);
@@ -231,20 +231,6 @@ void RunGemm(const GemmPlan& p, const ConvGeometry& g, const T* w, const T* src,
   }
 }
 
-// The GEMM plan of a chunk of images: the plan's own for its first chunk's batch, planned again
-// for a last chunk of fewer images (the bands and the filter's place depend on the batch).
-GemmPlan GemmOfChunk(const GemmPlan& first, const ConvGeometry& first_geometry, const ConvGeometry& g,
-                     int kind) {
-  return g.batch == first_geometry.batch ? first : PlanGemm(g, first.forward, kind);
-}
-
-// The same for a Winograd pass (its tiles are taken across the chunk's images).
-template <typename T>
-WinogradPlan WinogradOfChunk(const WinogradPlan& first, const ConvGeometry& first_geometry, const ConvGeometry& g,
-                             bool forward) {
-  return g.batch == first_geometry.batch ? first : PlanWinograd(g, forward, sizeof(T));
-}
-
 // A strided forward or backprop-input pass as the stride-1 pass over a space-to-depth copy of
 // x (forward) or into one of dx, by chunks of images (plan.copy_images), NHWC: Winograd
 // (kWinogradSpaceToDepth) or the plan's GEMM pass (kSpaceToDepth) over the copy.
@@ -269,10 +255,9 @@ void SpaceToDepthNhwc(const Plan& plan, const ConvGeometry& g, bool forward, con
     gc.batch = d.batch = std::min(chunk, g.batch - n);
     const auto pass = [&](const T* s, T* t) {
       if (winograd) {
-        return WinogradNhwc(WinogradOfChunk<T>(plan.winograd_pass, plan.stride1, d, forward), d, forward, wd, s, t,
-                            parallel_for);
+        return WinogradNhwc(WinogradOfBatch(plan, d.batch), d, forward, wd, s, t, parallel_for);
       }
-      RunGemm(GemmOfChunk(plan.gemm, plan.stride1, d, KindOf<T>()), d, wd, s, t, parallel_for);
+      RunGemm(GemmOfBatch(plan, d.batch), d, wd, s, t, parallel_for);
     };
     if (forward) {
       SpaceToDepthCopy(gc, d, src + n * x_image, copy, parallel_for);
@@ -361,11 +346,11 @@ void ZeroDeadWindows(const ConvGeometry& g, bool forward, const T* src, T* dst, 
 // The plan's NHWC pass of forward (reads x, writes y) or backprop input (reads dy, writes dx)
 // over g, one chunk of images.
 template <typename T>
-void RunPass(const Plan& plan, const ConvGeometry& first, const ConvGeometry& g, bool forward, const T* w,
-             const T* src, T* dst, const ParallelFor& parallel_for) {
+void RunPass(const Plan& plan, const ConvGeometry& g, bool forward, const T* w, const T* src, T* dst,
+             const ParallelFor& parallel_for) {
   switch (plan.algorithm) {
     case Algorithm::kWinograd:
-      WinogradNhwc(WinogradOfChunk<T>(plan.winograd_pass, first, g, forward), g, forward, w, src, dst, parallel_for);
+      WinogradNhwc(WinogradOfBatch(plan, g.batch), g, forward, w, src, dst, parallel_for);
       return ZeroDeadWindows(g, forward, src, dst, parallel_for);
     case Algorithm::kWinogradSpaceToDepth:
       SpaceToDepthNhwc(plan, g, forward, w, src, dst, parallel_for);
@@ -374,15 +359,12 @@ void RunPass(const Plan& plan, const ConvGeometry& first, const ConvGeometry& g,
       return SpaceToDepthNhwc(plan, g, forward, w, src, dst, parallel_for);
     case Algorithm::kColumnsMerged:
       Note(Path::kInputColumnsMerged);
-      return BackpropInputColumnsMerged(g, w, src, dst, parallel_for);
-    case Algorithm::kDepthwiseRows: {
+      return BackpropInputColumnsMerged(plan.columns_merged, g, w, src, dst, parallel_for);
+    case Algorithm::kDepthwiseRows:
       Note(forward ? Path::kForwardDepthwise : Path::kInputDepthwise);
-      DimMap dh, dw;
-      PassDims(g, forward, &dh, &dw);
-      return DepthwiseRowsNhwc(g, dh, dw, w, src, dst, parallel_for);
-    }
+      return DepthwiseRowsNhwc(plan.depthwise_rows, g, w, src, dst, parallel_for);
     default:
-      return RunGemm(GemmOfChunk(plan.gemm, first, g, KindOf<T>()), g, w, src, dst, parallel_for);
+      return RunGemm(GemmOfBatch(plan, g.batch), g, w, src, dst, parallel_for);
   }
 }
 
@@ -410,14 +392,12 @@ void InNhwcChunks(const ConvGeometry& g, int64_t images, const T* src, int64_t s
 template <typename T>
 void RunForwardOrInput(const Plan& plan, const ConvGeometry& g, bool forward, const T* w, const T* src,
                        T* dst, const ParallelFor& parallel_for) {
-  ConvGeometry first = g;
-  if (plan.layout == Layout::kNHWC) return RunPass(plan, first, g, forward, w, src, dst, parallel_for);
-  first.batch = std::min(plan.nchw_images, g.batch);
+  if (plan.layout == Layout::kNHWC) return RunPass(plan, g, forward, w, src, dst, parallel_for);
   int64_t src_c = g.in_depth, src_hw = g.in_rows * g.in_cols;
   int64_t dst_c = g.out_depth, dst_hw = g.out_rows * g.out_cols;
   if (!forward) std::swap(src_c, dst_c), std::swap(src_hw, dst_hw);
   InNhwcChunks(g, plan.nchw_images, src, src_c, src_hw, dst, dst_c, dst_hw, parallel_for,
-               [&](const ConvGeometry& gc, const T* s, T* d) { RunPass(plan, first, gc, forward, w, s, d, parallel_for); });
+               [&](const ConvGeometry& gc, const T* s, T* d) { RunPass(plan, gc, forward, w, s, d, parallel_for); });
 }
 
 // Backprop filter: one pass of the plan's algorithm over a chunk of images (NHWC), adding to

@@ -73,10 +73,9 @@ inline ColumnsMergedPlan PlanColumnsMerged(const ConvGeometry& g, int kind) {
 // GEMM is 21 columns wide, where one column per input channel would leave most vector lanes
 // empty. A unit owns one input-gradient row and adds its contributions in a fixed order.
 template <typename T>
-void BackpropInputColumnsMerged(const ConvGeometry& g, const T* w, const T* dy, T* dx,
+void BackpropInputColumnsMerged(const ColumnsMergedPlan& plan, const ConvGeometry& g, const T* w, const T* dy, T* dx,
                                 const ParallelFor& parallel_for) {
   constexpr int kind = KindOf<T>();
-  const ColumnsMergedPlan plan = PlanColumnsMerged(g, kind);
   const GemmKernel& kernels = GemmFor(Kernels().gemm[plan.gemm], kind);
   const int64_t FI = g.filter_in_depth, K = g.out_depth, KW = g.filter_cols;
   const int64_t columns = KW * FI;

@@ -123,24 +123,49 @@ inline std::vector<DepthwiseColumnClass> DepthwiseColumnClasses(const DimMap& dw
   return classes;
 }
 
-// The constants of a depthwise rows pass (DepthwiseRowsNhwc).
+// The blocking of a depthwise rows pass over a geometry (PlanDepthwiseRows).
+struct DepthwiseRowsPlan {
+  DimMap dh, dw;  // the pass's rows and columns (PassDims)
+  // Channel blocks; one narrower than its kernel (the remainder under 16) is summed in
+  // scalar code.
+  std::vector<DepthwiseBlock> blocks;
+  int64_t max_mr = 1, max_nb = 1, unit_mr = 1;
+  int64_t group = 0;  // inside pixels per group
+  std::vector<DepthwiseColumnClass> column_classes;
+  std::vector<std::vector<int64_t>> row_taps, row_bases;  // candidates of each row class
+  bool from_memory = false;  // operands past kDepthwiseMemoryBytes: rows fetched ahead
+};
+
+// Inside pixels go in groups of whole tiles of every kernel, of about kDepthwiseGroupBytes of
+// source.
+inline DepthwiseRowsPlan PlanDepthwiseRows(const ConvGeometry& g, const DimMap& dh, const DimMap& dw, int kind,
+                                           int64_t element_size) {
+  DepthwiseRowsPlan p;
+  p.dh = dh, p.dw = dw;
+  const int64_t C = g.in_depth;
+  p.blocks = DepthwiseBlocks(C);
+  for (const DepthwiseBlock& blk : p.blocks) {
+    p.max_mr = std::max<int64_t>(p.max_mr, blk.kernel->mr);
+    p.max_nb = std::max<int64_t>(p.max_nb, blk.kernel->nb);
+    p.unit_mr = std::lcm<int64_t>(p.unit_mr, blk.kernel->mr);
+  }
+  p.group = std::max<int64_t>(1, kDepthwiseGroupBytes / (dh.taps * C * element_size) / p.unit_mr) * p.unit_mr;
+  p.column_classes = DepthwiseColumnClasses(dw, *p.blocks.front().kernel, kind);
+  p.row_taps.resize(dh.classes()), p.row_bases.resize(dh.classes());
+  for (int64_t c = 0; c < dh.classes(); ++c) dh.Candidates(c, &p.row_taps[c], &p.row_bases[c]);
+  p.from_memory = OperandBytes(g, element_size) > kDepthwiseMemoryBytes;
+  return p;
+}
+
+// A depthwise rows pass of one call: its plan and operands.
 template <typename T>
-struct DepthwiseRowsPass {
+struct DepthwiseRowsPass : DepthwiseRowsPlan {
   const ConvGeometry& g;
-  const DimMap& dh;
-  const DimMap& dw;
   const T* src;
   T* dst;
   const float* panel;  // the filter as floats, [taps][C]
-  // Channel blocks; one narrower than its kernel (the remainder under 16) is summed in
-  // scalar code.
-  std::vector<DepthwiseBlock> blocks{};
-  int64_t max_mr = 1, max_nb = 1, unit_mr = 1;
-  int64_t group = 0;  // inside pixels per group
-  std::vector<DepthwiseColumnClass> column_classes{};
-  std::vector<std::vector<int64_t>> row_taps{}, row_bases{};  // candidates of each row class
   std::vector<T> zeros{};
-  bool from_memory = false, stream = false;
+  bool stream = false;  // float outputs through non-temporal stores
 
   static bool IsVector(const DepthwiseBlock& blk) { return blk.width == blk.kernel->nb; }
 
@@ -344,31 +369,20 @@ void DepthwiseRowOut(const DepthwiseRowsPass<T>& p, const DepthwiseRow& row, int
 // fall outside the source pointing at zeros. Channels past the last 16-wide block are summed
 // in scalar code.
 template <typename T>
-void DepthwiseRowsNhwc(const ConvGeometry& g, const DimMap& dh, const DimMap& dw, const T* w,
-                       const T* src, T* dst, const ParallelFor& parallel_for) {
+void DepthwiseRowsNhwc(const DepthwiseRowsPlan& plan, const ConvGeometry& g, const T* w, const T* src, T* dst,
+                       const ParallelFor& parallel_for) {
   const int64_t C = g.in_depth, taps = g.filter_rows * g.filter_cols;
+  const DimMap& dh = plan.dh;
+  const DimMap& dw = plan.dw;
   Workspace panel_space(DepthwiseRowsPanelFloats(g) * sizeof(float));
   float* const panel = panel_space.data<float>();
   for (int64_t i = 0; i < taps * C; ++i) panel[i] = static_cast<float>(w[i]);
-  DepthwiseRowsPass<T> p{g, dh, dw, src, dst, panel};
-  p.blocks = DepthwiseBlocks(C);
+  DepthwiseRowsPass<T> p{plan, g, src, dst, panel};
   const int64_t nblocks = static_cast<int64_t>(p.blocks.size());
-  // Inside pixels go in groups of whole tiles of every kernel, of about kDepthwiseGroupBytes
-  // of source.
-  for (const DepthwiseBlock& blk : p.blocks) {
-    p.max_mr = std::max<int64_t>(p.max_mr, blk.kernel->mr);
-    p.max_nb = std::max<int64_t>(p.max_nb, blk.kernel->nb);
-    p.unit_mr = std::lcm<int64_t>(p.unit_mr, blk.kernel->mr);
-  }
-  p.group = std::max<int64_t>(1, kDepthwiseGroupBytes / (dh.taps * C * sizeof(T)) / p.unit_mr) * p.unit_mr;
-  p.column_classes = DepthwiseColumnClasses(dw, *p.blocks.front().kernel, KindOf<T>());
-  p.row_taps.resize(dh.classes()), p.row_bases.resize(dh.classes());
-  for (int64_t c = 0; c < dh.classes(); ++c) dh.Candidates(c, &p.row_taps[c], &p.row_bases[c]);
   p.zeros.assign(p.max_nb, T(0.0f));
-  // Operands far larger than the caches: the source rows are fetched a row ahead, and float
-  // outputs in whole cache lines per channel block go out through non-temporal stores (each
-  // pixel is written once, and a plain store would first read its line from memory).
-  p.from_memory = OperandBytes(g, sizeof(T)) > kDepthwiseMemoryBytes;
+  // Operands far larger than the caches (from_memory): the source rows are fetched a row ahead,
+  // and float outputs in whole cache lines per channel block go out through non-temporal stores
+  // (each pixel is written once, and a plain store would first read its line from memory).
   if constexpr (std::is_same_v<T, float>) {
     p.stream = p.from_memory && C % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
     if (p.stream) Note(Path::kDepthwiseStreamed);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 #include "Eigen/Core"  // Eigen::half and Eigen::bfloat16
 #include "cc/core/cpu/conv_winograd.h"
@@ -159,7 +160,11 @@ void PlanGemmCosts(const ConvGeometry& g, int64_t element_size, GemmPlan* p) {
       return;
     }
     case Algorithm::kIndirectBordered: {
-      p->indirect = PlanIndirect(p->bordered_images, p->dh, BorderedTransposed(p->dw, p->border), p->mr);
+      const DimMap bordered = BorderedTransposed(p->dw, p->border);
+      p->indirect = PlanIndirect(p->bordered_images, p->dh, bordered, p->mr);
+      if (g.batch % p->bordered_images != 0) {
+        p->bordered_last = PlanIndirect(g.batch % p->bordered_images, p->dh, bordered, p->mr);
+      }
       p->units = p->indirect.blocks * column_blocks;
       const int64_t cols = g.out_cols + p->border.first + p->border.second;
       p->workspace_bytes += p->bordered_images * g.out_rows * cols * p->src_channels * element_size;
@@ -212,6 +217,21 @@ GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind) {
 
 namespace {
 
+void Refuse(Algorithm algorithm, Rule rule, Plan* plan) { plan->refused.push_back({algorithm, rule}); }
+
+// The GEMM kinds PlanGemmKind tried before the pass's, in its order: banded, pointwise, and on AMX
+// tiles bordered before plain indirect.
+void RefusedGemmKinds(const GemmPlan& p, Plan* plan) {
+  const Algorithm a = p.algorithm;
+  if (a == Algorithm::kBanded || a == Algorithm::kBandedMerged) return;
+  Refuse(Algorithm::kBanded, p.band_copy_too_large ? Rule::kBandCopy : Rule::kShape, plan);
+  if (a == Algorithm::kPointwise) return;
+  Refuse(Algorithm::kPointwise, Rule::kShape, plan);
+  if (a == Algorithm::kIndirect && !p.forward) {
+    Refuse(Algorithm::kIndirectBordered, p.amx ? Rule::kShape : Rule::kNoAmx, plan);
+  }
+}
+
 // The NHWC pass of forward or backprop input over g (a chunk's geometry), the rules in order:
 // Winograd over the copy (decided for the whole call), bfloat16 on AMX tiles through a
 // space-to-depth copy, backprop input's merged filter columns (one group, at most 8 input
@@ -226,6 +246,10 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
     return;
   }
   const bool s2d_amx = kind == kElemBF16 && AmxTiles() && SpaceToDepthApplies(g, forward);
+  if (plan->algorithm != Algorithm::kWinogradSpaceToDepth && !s2d_amx) {
+    Refuse(Algorithm::kSpaceToDepth,
+           kind != kElemBF16 ? Rule::kElementType : !AmxTiles() ? Rule::kNoAmx : Rule::kShape, plan);
+  }
   if (plan->algorithm == Algorithm::kWinogradSpaceToDepth || s2d_amx) {
     if (s2d_amx) plan->algorithm = Algorithm::kSpaceToDepth;
     ConvGeometry d = SpaceToDepthGeometry(g);
@@ -246,22 +270,73 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
     }
     return;
   }
-  if (!forward && g.groups == 1 && g.filter_in_depth <= 8 && g.filter_cols > 1) {
-    plan->algorithm = plan->pass = Algorithm::kColumnsMerged;
-    plan->units = g.batch * g.in_rows;
-    plan->workspace_bytes += PlanColumnsMerged(g, kind).panel_floats * 4;
-    return;
+  if (!forward) {
+    if (g.groups == 1 && g.filter_in_depth <= 8 && g.filter_cols > 1) {
+      plan->algorithm = plan->pass = Algorithm::kColumnsMerged;
+      plan->units = g.batch * g.in_rows;
+      plan->columns_merged = PlanColumnsMerged(g, kind);
+      plan->workspace_bytes += plan->columns_merged.panel_floats * 4;
+      return;
+    }
+    Refuse(Algorithm::kColumnsMerged, Rule::kShape, plan);
   }
   if (IsDepthwiseOne(g)) {
     plan->algorithm = plan->pass = Algorithm::kDepthwiseRows;
+    DimMap dh, dw;
+    PassDims(g, forward, &dh, &dw);
+    plan->depthwise_rows = PlanDepthwiseRows(g, dh, dw, kind, bytes);
     plan->units = g.batch * (forward ? g.out_rows : g.in_rows);
     plan->workspace_bytes += DepthwiseRowsPanelFloats(g) * 4;
     return;
   }
+  Refuse(Algorithm::kDepthwiseRows, Rule::kShape, plan);
   plan->gemm = PlanGemm(g, forward, kind);
   plan->algorithm = plan->pass = plan->gemm.algorithm;
   plan->units = plan->gemm.units;
   plan->workspace_bytes += plan->gemm.workspace_bytes;
+  RefusedGemmKinds(plan->gemm, plan);
+}
+
+// The batches a pass over `batch` images runs on in chunks of at most `chunk`: the chunk's and,
+// where it does not divide the batch, the rest's.
+std::vector<int64_t> ChunkBatches(int64_t batch, int64_t chunk) {
+  const int64_t c = std::min(chunk, batch);
+  std::vector<int64_t> out{c};
+  if (batch % c != 0) out.push_back(batch % c);
+  return out;
+}
+
+// The GEMM or Winograd pass of every batch the executor runs besides plan->pass_batch's: the
+// chunks of NCHW copies (nchw_images) of the call's batch and, within each, the chunks of
+// space-to-depth copies (copy_images).
+void PlanOtherBatches(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
+  const bool winograd = plan->pass == Algorithm::kWinograd;
+  const bool gemm = plan->pass == Algorithm::kPointwise || plan->pass == Algorithm::kBanded ||
+                    plan->pass == Algorithm::kBandedMerged || plan->pass == Algorithm::kIndirect ||
+                    plan->pass == Algorithm::kIndirectBordered;
+  if (!winograd && !gemm) return;
+  const bool s2d = plan->algorithm == Algorithm::kWinogradSpaceToDepth || plan->algorithm == Algorithm::kSpaceToDepth;
+  ConvGeometry pass = s2d ? plan->stride1 : g;  // the stride-1 geometry has its chunk's batch
+  if (!s2d && plan->layout == Layout::kNCHW) pass.batch = plan->nchw_images;
+  plan->pass_batch = pass.batch;
+  std::vector<int64_t> batches;
+  for (const int64_t b : plan->layout == Layout::kNCHW ? ChunkBatches(g.batch, plan->nchw_images)
+                                                       : std::vector<int64_t>{g.batch}) {
+    for (const int64_t c : s2d ? ChunkBatches(b, plan->copy_images) : std::vector<int64_t>{b}) {
+      if (c != plan->pass_batch && std::find(batches.begin(), batches.end(), c) == batches.end()) batches.push_back(c);
+    }
+  }
+  for (const int64_t b : batches) {
+    pass.batch = b;
+    Plan::BatchPass other;
+    other.batch = b;
+    if (winograd) {
+      other.winograd = PlanWinograd(pass, forward, ElementBytes(plan->element));
+    } else {
+      other.gemm = PlanGemm(pass, forward, kind);
+    }
+    plan->other_batches.push_back(std::move(other));
+  }
 }
 
 // Forward or backprop input: Winograd (3x3 at stride 1, WinogradApplies), Winograd over a
@@ -270,8 +345,10 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
 void PlanForwardOrInput(const ConvGeometry& g, bool forward, bool exact, Plan* plan) {
   const int kind = static_cast<int>(plan->element);
   const bool winograd = !exact && WithKind(kind, [&](auto t) { return WinogradApplies<decltype(t)>(g, forward); });
+  if (!winograd) Refuse(Algorithm::kWinograd, exact ? Rule::kExactMode : Rule::kShape, plan);
   const bool phases =
       !exact && !winograd && WithKind(kind, [&](auto t) { return WinogradPhasesApply<decltype(t)>(g, forward); });
+  if (!winograd && !phases) Refuse(Algorithm::kWinogradSpaceToDepth, exact ? Rule::kExactMode : Rule::kShape, plan);
   plan->algorithm = winograd ? Algorithm::kWinograd : phases ? Algorithm::kWinogradSpaceToDepth : Algorithm::kDirect;
   plan->winograd = winograd || phases;
   ConvGeometry gc = g;
@@ -281,6 +358,7 @@ void PlanForwardOrInput(const ConvGeometry& g, bool forward, bool exact, Plan* p
     plan->workspace_bytes += gc.batch * (x_image + y_image) * ElementBytes(plan->element);
   }
   PlanPass(gc, forward, kind, plan);
+  PlanOtherBatches(g, forward, kind, plan);
 }
 
 // Backprop filter, the rules in order: depthwise (multiplier 1); bfloat16 tiles
@@ -299,6 +377,11 @@ void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
   const bool tiles = kind == kElemBF16 && !depthwise && FilterTilesApply(g);
   const bool winograd =
       !exact && !depthwise && !tiles && WithKind(kind, [&](auto t) { return WinogradFilterApplies<decltype(t)>(g); });
+  if (!depthwise) {
+    Refuse(Algorithm::kFilterDepthwise, Rule::kShape, plan);
+    if (!tiles) Refuse(Algorithm::kFilterTiles, kind != kElemBF16 ? Rule::kElementType : Rule::kShape, plan);
+    if (!tiles && !winograd) Refuse(Algorithm::kFilterWinograd, exact ? Rule::kExactMode : Rule::kShape, plan);
+  }
   const GemmKernel& gk = PickGemm(g.out_depth_per_group(), kind);
   plan->filter_gemm = static_cast<int>(&gk - Kernels().gemm);
   plan->winograd = winograd;
@@ -339,6 +422,29 @@ void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
 }
 
 }  // namespace
+
+namespace {
+
+// The plan's pass of `batch` images, by the pass plan the plan keeps for it.
+template <typename Pass, typename Of>
+const Pass& OfBatch(const Plan& plan, int64_t batch, const Pass& first, const Of& of) {
+  if (batch == plan.pass_batch) return first;
+  for (const Plan::BatchPass& b : plan.other_batches) {
+    if (b.batch == batch) return of(b);
+  }
+  throw std::logic_error("tf_ops: no pass planned for a chunk of " + std::to_string(batch) + " images");
+}
+
+}  // namespace
+
+const GemmPlan& GemmOfBatch(const Plan& plan, int64_t batch) {
+  return OfBatch(plan, batch, plan.gemm, [](const Plan::BatchPass& b) -> const GemmPlan& { return b.gemm; });
+}
+
+const WinogradPlan& WinogradOfBatch(const Plan& plan, int64_t batch) {
+  return OfBatch(plan, batch, plan.winograd_pass,
+                 [](const Plan::BatchPass& b) -> const WinogradPlan& { return b.winograd; });
+}
 
 bool AlgorithmInTable(Algorithm algorithm, const KernelTable& table) {
   switch (algorithm) {
@@ -456,6 +562,9 @@ std::string DescribePlan(const Plan& plan) {
                                    plan.direction, plan.element, plan.layout, plan.isa,
                                    plan.winograd ? "winograd" : "direct", plan.workspace_bytes, units);
   AppendBlocking(plan, &out);
+  for (size_t i = 0; i < plan.refused.size(); ++i) {
+    AppendRefusal(NameOf(plan.refused[i].algorithm), NameOf(plan.refused[i].rule), "", i == 0, &out);
+  }
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cc/core/conv_geometry.h"
 #include "cc/core/vocabulary.h"
@@ -18,6 +19,7 @@
 #include "cc/core/cpu/conv_winograd.h"
 #include "cc/core/cpu/coverage.h"
 #include "cc/core/cpu/fast_banded.h"
+#include "cc/core/cpu/fast_columns_merged.h"
 #include "cc/core/cpu/fast_common.h"
 #include "cc/core/cpu/fast_depthwise.h"
 #include "cc/core/cpu/fast_filter.h"
@@ -90,8 +92,15 @@ struct GemmPlan {
   // Indirect, pointwise and bordered passes: the parts and blocks of tiles of the first chunk
   // of images (bordered: of bordered_images).
   fast::IndirectLayout indirect;
+  fast::IndirectLayout bordered_last;  // bordered: of the last chunk's fewer images, if any
   int64_t units = 0;  // work units of the pass
   int64_t workspace_bytes = 0;
+};
+
+// An algorithm the planner tried before the plan's, and the rule that refused it.
+struct Refusal {
+  Algorithm algorithm;
+  Rule rule;
 };
 
 // The plan of one call of one direction.
@@ -113,6 +122,18 @@ struct Plan {
   Algorithm pass = Algorithm::kDirect;
   GemmPlan gemm;
   WinogradPlan winograd_pass;  // pass kWinograd (over stride1 for kWinogradSpaceToDepth)
+  int64_t pass_batch = 0;      // the batch of the pass gemm or winograd_pass plans
+  // The same pass for every other batch a chunk of the call runs on (the last, smaller chunk of
+  // NCHW or space-to-depth copies), so that the executors plan nothing (GemmOfBatch,
+  // WinogradOfBatch).
+  struct BatchPass {
+    int64_t batch = 0;
+    GemmPlan gemm;
+    WinogradPlan winograd;
+  };
+  std::vector<BatchPass> other_batches;
+  fast::ColumnsMergedPlan columns_merged;  // kColumnsMerged
+  fast::DepthwiseRowsPlan depthwise_rows;  // kDepthwiseRows
   // Backprop filter.
   int filter_gemm = 0;  // the float table's tile (Kernels().gemm[filter_gemm]) of the GEMM pass
   fast::FilterPlan filter;
@@ -125,12 +146,18 @@ struct Plan {
   bool sums_in_output = false;  // float with one slice: sums accumulate in dw itself
   int64_t units = 0;            // work units of the main pass
   int64_t workspace_bytes = 0;  // workspace the executors hold at most at once
+  std::vector<Refusal> refused;  // the algorithms tried before this one, in order
 };
 
 // Whether the planner can choose `algorithm` with kernel table `table`: space-to-depth GEMM
 // passes and bordered columns are AMX tiles' (KernelTable::amx_tiles), the filter tiles need the
 // bfloat16 pair kernels; every other algorithm, every table.
 bool AlgorithmInTable(Algorithm algorithm, const KernelTable& table);
+
+// The plan's GEMM or Winograd pass for a chunk of `batch` images: one PlanConv made for every
+// chunk the executor runs (std::logic_error for another batch: a planner's bug).
+const GemmPlan& GemmOfBatch(const Plan& plan, int64_t batch);
+const WinogradPlan& WinogradOfBatch(const Plan& plan, int64_t batch);
 
 // The plan of the direct loops.
 Plan DirectPlan(Direction direction, Layout layout, Element element);
@@ -147,7 +174,7 @@ GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind);
 void PassDims(const ConvGeometry& g, bool forward, fast::DimMap* dh, fast::DimMap* dw);
 
 // The plan as one line of space-separated key=value fields (algorithm, pass, direction, dtype,
-// layout, isa, accuracy, workspace_bytes, work_units, blocking).
+// layout, isa, accuracy, workspace_bytes, work_units, blocking, refused=algorithm:rule;...).
 std::string DescribePlan(const Plan& plan);
 
 }  // namespace cpu

@@ -464,7 +464,7 @@ __global__ void __launch_bounds__(Tiling::kThreads, 2) GemmKernel(Problem p, int
 // word, the lower r in the low half), kWords words a row (padded: the fragments' reads hit 32
 // different banks). The loaders are the other GEMM's (half the threads taking all kTileK values
 // of A's rows and the other half B's columns, one cursor chain each, ran layers with unsplit
-// reductions 1.2x slower on an H200: ResNet's 1x1 forward, the batch-1 backprop input). The
+// reductions slower: ResNet's 1x1 forward, the batch-1 backprop input). The
 // next step's values are read from memory while this step's multiply.
 template <typename Problem>
 __global__ void __launch_bounds__(MmaTiling::kThreads) MmaKernel(Problem p, int64_t m_tiles, int64_t n_tiles) {
@@ -562,8 +562,8 @@ __device__ typename Problem::Acc DirectSum(const Problem& p, int64_t z, int64_t 
 // is the group and the sum runs over the whole reduction from its first index; they step the
 // reduction's indices alone and place each product's factors anew from them. These kernels
 // (depthwise layers, bound by memory) need the occupancy: with two cursors, or dividing a
-// slice's first index into its parts, they took 54-62 registers a thread instead of 32-40,
-// and ran MobileNet's depthwise forward and backprop input 1.2-1.6x slower on an H200.
+// slice's first index into its parts, they took more registers a thread and ran MobileNet's
+// depthwise forward and backprop input slower.
 template <typename T>
 __device__ typename Elem<T>::Acc DirectSum(const ForwardProblem<T>& p, int64_t grp, int64_t m, int64_t col) {
   InputCursor a{PixelOf(p.s, m), Tap{0, 0, 0}, grp, 0, 0, false, false};
@@ -605,10 +605,9 @@ __global__ void __launch_bounds__(kDirectThreads) DirectKernel(Problem p, int64_
 
 // The filter gradient's, held to four blocks a multiprocessor (64 registers a thread). Its
 // sum keeps more state in registers than the others' (72 unbounded, three blocks); with
-// four, its loads wait less. On an H200 that made MobileNet's 32 x 56 x 56 x 128 depthwise
-// filter gradient 2.1x faster in 16-bit types and 1.3x in float32, and left the other rows
-// within 3%. (The other problems keep the compiler's own choice: a block minimum of even
-// one changes their register allocation, and made depthwise forward passes 3% slower.)
+// four, its loads wait less, which speeds up MobileNet's large depthwise filter gradients and
+// leaves the other rows level. (The other problems keep the compiler's own choice: a block
+// minimum of even one changes their register allocation, and slowed depthwise forward passes.)
 template <typename T>
 __global__ void __launch_bounds__(kDirectThreads, 4) DirectFilterKernel(FilterProblem<T> p, int64_t zs) {
   DirectThread(p, zs);

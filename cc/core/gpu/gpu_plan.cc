@@ -94,12 +94,6 @@ Refusal Check(Entry entry, const GpuCall& c, const CutlassKernels* cutlass) {
   return r;  // gpu_gemm: every problem
 }
 
-// A text with no spaces, for a key=value field.
-std::string Field(std::string text) {
-  std::replace(text.begin(), text.end(), ' ', '_');
-  return text;
-}
-
 }  // namespace
 
 int64_t Aligned(int64_t bytes) { return CeilDiv(bytes, kWorkspaceAlign) * kWorkspaceAlign; }
@@ -167,13 +161,9 @@ std::string DescribeGpuPlan(const GpuPlan& plan) {
     line += " blocking=tile:" + tile + ",launches:" + std::to_string(plan.launches.size()) +
             ",slices:" + std::to_string(slices);
   }
-  if (!plan.refused.empty()) {
-    line += " refused=";
-    for (size_t i = 0; i < plan.refused.size(); ++i) {
-      const Refusal& r = plan.refused[i];
-      line += std::string(i ? ";" : "") + NameOf(r.entry) + ":" + NameOf(r.rule);
-      if (!r.detail.empty()) line += "(" + Field(r.detail) + ")";
-    }
+  for (size_t i = 0; i < plan.refused.size(); ++i) {
+    const Refusal& r = plan.refused[i];
+    AppendRefusal(NameOf(r.entry), NameOf(r.rule), r.detail, i == 0, &line);
   }
   return line;
 }
