@@ -67,11 +67,11 @@
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
 #include "cc/core/cpu/conv_fast.h"
-#include "cc/core/switches.h"
 #include "cc/core/cpu/coverage.h"
 #include "cc/core/cpu/direct_loops.h"
 #include "cc/core/cpu/microkernels.h"
 #include "cc/core/cpu/plan.h"
+#include "cc/core/switches.h"
 
 namespace tf_ops {
 namespace cpu {

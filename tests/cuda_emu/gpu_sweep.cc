@@ -47,9 +47,10 @@
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
 #include "cc/core/cpu/conv_fast.h"
-#include "cc/core/switches.h"
+#include "cc/core/cpu/direct_loops.h"
 #include "cc/core/gpu/conv_gpu.h"
 #include "cc/core/gpu/conv_gpu_plan.h"
+#include "cc/core/switches.h"
 #include "cuda_emu.h"
 #include "tests/cuda_emu/sweep_attrs.h"
 

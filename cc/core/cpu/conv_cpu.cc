@@ -177,19 +177,13 @@ std::string ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x,
           [&] { DirectConvBackpropFilter(g, layout, x, dy, dw, parallel_for); });
 }
 
-#define TF_OPS_INSTANTIATE(T)                                                                    \
-  template std::string ConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,       \
-                                      const ParallelFor&, const WorkspaceFn&, PlanCache*);                   \
-  template std::string ConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*, T*, \
-                                            const ParallelFor&, const WorkspaceFn&, PlanCache*);             \
+#define TF_OPS_INSTANTIATE(T)                                                                     \
+  template std::string ConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,        \
+                                      const ParallelFor&, const WorkspaceFn&, PlanCache*);        \
+  template std::string ConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*, T*,  \
+                                            const ParallelFor&, const WorkspaceFn&, PlanCache*);  \
   template std::string ConvBackpropFilter<T>(const ConvGeometry&, Layout, const T*, const T*, T*, \
-                                             const ParallelFor&, const WorkspaceFn&, PlanCache*);             \
-  template void DirectConvForward<T>(const ConvGeometry&, Layout, const T*, const T*, T*,        \
-                                     const ParallelFor&);                                        \
-  template void DirectConvBackpropInput<T>(const ConvGeometry&, Layout, const T*, const T*,      \
-                                           T*, const ParallelFor&);                              \
-  template void DirectConvBackpropFilter<T>(const ConvGeometry&, Layout, const T*,               \
-                                            const T*, T*, const ParallelFor&);
+                                             const ParallelFor&, const WorkspaceFn&, PlanCache*);
 TF_OPS_INSTANTIATE(float)
 TF_OPS_INSTANTIATE(double)
 TF_OPS_INSTANTIATE(Eigen::half)

@@ -87,7 +87,7 @@ class PlanCache {
 //
 // ConvForward, ConvBackpropInput and ConvBackpropFilter plan the call (plan.h) and run the
 // plan: the fast kernels of conv_fast.h where they apply (float, half, bfloat16), the direct
-// loops below otherwise, or everywhere while the direct-kernels switch is on (switches.h:
+// loops (direct_loops.h) otherwise, or everywhere while the direct-kernels switch is on (switches.h:
 // TF_OPS_CPU_KERNELS=direct). While the verbose switch is on (TF_OPS_VERBOSE=1) each call
 // prints its plan and time to stderr. With `plans`, a call takes its plan from there
 // (PlanCache). A plan's workspace is asked of `workspace` once, before anything runs. Each
@@ -112,20 +112,6 @@ std::string ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x,
 // of type `element` would run now, without running it: its plan (plan.h) as one line of
 // key=value fields (DescribePlan).
 std::string ExplainCpuCall(Direction direction, Element element, const ConvGeometry& g, Layout layout);
-
-// The direct loops: one output element at a time, the oracle the fast kernels are
-// tested against.
-template <typename T>
-void DirectConvForward(const ConvGeometry& g, Layout layout, const T* x, const T* w, T* y,
-                       const ParallelFor& parallel_for);
-
-template <typename T>
-void DirectConvBackpropInput(const ConvGeometry& g, Layout layout, const T* w, const T* dy,
-                             T* dx, const ParallelFor& parallel_for);
-
-template <typename T>
-void DirectConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x, const T* dy,
-                              T* dw, const ParallelFor& parallel_for);
 
 }  // namespace cpu
 }  // namespace tf_ops

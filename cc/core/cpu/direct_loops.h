@@ -1,8 +1,8 @@
-// The direct loops of conv_cpu.h: one output element at a time, summed in a fixed order, the
-// oracle the fast kernels are tested against. Templates in a header so that a test can
-// instantiate them for its own element type (tests/cc/sweep_driver.cc sums the exact results
-// and the sums of absolute products of three rounded inputs in one pass); the library
-// instantiates them for its element types in conv_cpu.cc. TF-free.
+// The direct loops: the three directions of conv_cpu.h one output element at a time, summed in a
+// fixed order, the oracle the fast kernels are tested against. Templates in a header so that a
+// test can instantiate them for its own element type (tests/cc/sweep_driver.cc sums the exact
+// results and the sums of absolute products of three rounded inputs in one pass); conv_cpu.cc
+// runs them for the library's element types. TF-free.
 #ifndef TF_OPS_CC_CORE_CPU_DIRECT_LOOPS_H_
 #define TF_OPS_CC_CORE_CPU_DIRECT_LOOPS_H_
 
