@@ -91,7 +91,7 @@ enum Directions : int {
 template <typename T>
 bool RunFast(Direction d, const ConvGeometry& g, Layout layout, const T* a, const T* b, T* out,
              const ParallelFor& parallel_for) {
-  return RunPlan(PlanConv(d, g, layout, ElementOf<T>(), ExactMode()), g, a, b, out, parallel_for, {}) ==
+  return RunPlan(PlanConv(d, g, layout, ElementOf<T>(), Kernels(), ExactMode()), g, a, b, out, parallel_for, {}) ==
          RunResult::kRan;
 }
 
@@ -1270,7 +1270,7 @@ class Runner {
     }
     const uint64_t before = WinogradCount();
     // The plan the call runs: the workspace it holds at most is the plan's to the byte.
-    const Plan plan = PlanConv(dir, g, s.layout, ElementOf<T>(), ExactMode());
+    const Plan plan = PlanConv(dir, g, s.layout, ElementOf<T>(), Kernels(), ExactMode());
     fast::WorkspaceTally& tally = fast::ThreadWorkspace();
     tally.peak = tally.live;
     tally.overflows = tally.misorders = 0;

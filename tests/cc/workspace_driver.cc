@@ -49,7 +49,7 @@ void CheckRunPlan() {
   const std::string err = MakeConvGeometry(2, 12, 12, 16, 3, 3, 16, 16, ConvAttrs{}, &g);
   Check(err.empty(), "the geometry");
   // Exact: sums of ones, exact in float.
-  const Plan plan = PlanConv(Direction::kForward, g, Layout::kNCHW, Element::kFloat, /*exact=*/true);
+  const Plan plan = PlanConv(Direction::kForward, g, Layout::kNCHW, Element::kFloat, Kernels(), /*exact=*/true);
   Check(plan.workspace_bytes > 0, "an NCHW plan holds workspace");
   std::vector<float> x(g.input_elements(), 1.0f), w(g.filter_elements(), 1.0f), y(g.output_elements(), -1.0f);
   std::vector<int64_t> asked;

@@ -13,6 +13,7 @@
 #include "cc/core/cpu/conv_fast.h"
 #include "cc/core/cpu/direct_loops.h"
 #include "cc/core/cpu/fast_common.h"
+#include "cc/core/cpu/microkernels.h"
 #include "cc/core/cpu/plan.h"
 #include "cc/core/switches.h"
 
@@ -40,11 +41,11 @@ std::string WorkspaceShortage(const Plan& plan, int64_t bytes) {
   return out + "TF_OPS_CPU_KERNELS=direct runs the direct loops, which need no workspace";
 }
 
-// The plan a call runs now: PlanConv in this process's exact mode, or the direct loops where
-// TF_OPS_CPU_KERNELS says so.
+// The plan a call runs now: PlanConv on this process's kernel table in its exact mode, or the
+// direct loops where TF_OPS_CPU_KERNELS says so.
 Plan PlanCall(Direction direction, const ConvGeometry& g, Layout layout, Element element) {
-  if (DirectKernels()) return DirectPlan(direction, layout, element);
-  return PlanConv(direction, g, layout, element, ExactMode());
+  if (DirectKernels()) return DirectPlan(direction, layout, element, Kernels());
+  return PlanConv(direction, g, layout, element, Kernels(), ExactMode());
 }
 
 // Runs one call: the plan's executor, or the direct loops `direct` where the plan is theirs.

@@ -9,6 +9,7 @@
 #include <new>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -178,7 +179,7 @@ void RunGemm(const GemmPlan& p, const ConvGeometry& g, const T* w, const T* src,
     col.row_floats = ldb;
     return col;
   };
-  const GemmKernel& kernels = GemmFor(Kernels().gemm[p.gemm], kind);
+  const GemmKernel& kernels = GemmFor(Kernels(), Kernels().gemm[p.gemm], kind);
   const GemmIndirectFn indirect = kernels.indirect[kind];
   const GemmAffineFn affine = kernels.affine[kind];
   const GemmAffineNarrowFn narrow = kernels.affine_narrow[kind];
@@ -535,6 +536,8 @@ RunResult RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* 
     return RunResult::kDirect;
   } else {
     if (plan.algorithm == Algorithm::kDirect) return RunResult::kDirect;
+    // The passes run the process's micro-kernels, which the plan's tile indices must name.
+    if (plan.table != &Kernels()) throw std::logic_error("tf_ops: a plan made for another kernel table");
     const int64_t bytes = ArenaBytes(plan.workspace_bytes);
     std::unique_ptr<char[]> heap;
     void* base = nullptr;

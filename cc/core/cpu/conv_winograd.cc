@@ -257,8 +257,8 @@ bool WinogradShape(const ConvGeometry& g, bool forward) {
 // Whether bfloat16 runs its direct sums on pairs (vdpbf16ps or AMX) at twice float's rate,
 // against Winograd's float GEMMs.
 template <typename T>
-bool DirectOnPairs() {
-  return KindOf<T>() == kElemBF16 && Kernels().gemm_bf16_pairs != nullptr;
+bool DirectOnPairs(const KernelTable& table) {
+  return KindOf<T>() == kElemBF16 && table.gemm_bf16_pairs != nullptr;
 }
 
 // 36 transformed values of every (source, destination) channel pair of the filter: the
@@ -332,10 +332,10 @@ WinogradTileBlocking PlanTileBlocks(const Problem& p, int64_t mr, int64_t nb, in
 }  // namespace
 
 template <typename T>
-bool WinogradApplies(const ConvGeometry& g, bool forward) {
+bool WinogradApplies(const KernelTable& table, const ConvGeometry& g, bool forward) {
   if (!WinogradShape<T>(g, forward)) return false;
   // bfloat16 on AMX tiles: the direct sums are faster than Winograd's float GEMMs for every shape.
-  if (KindOf<T>() == kElemBF16 && Kernels().amx_tiles) return false;
+  if (KindOf<T>() == kElemBF16 && table.amx_tiles) return false;
   // A transformed filter past kLargeFilterFloats costs more than few pixels save
   // (kLargeFilterMinPixels).
   const Problem p = MakeProblem(g, forward);
@@ -344,8 +344,7 @@ bool WinogradApplies(const ConvGeometry& g, bool forward) {
     return false;
   }
   // Direct sums on bfloat16 pairs beat Winograd's float GEMMs past kPairsMaxProduct.
-  return !DirectOnPairs<T>() ||
-         g.filter_in_depth * g.out_depth_per_group() <= kPairsMaxProduct;
+  return !DirectOnPairs<T>(table) || g.filter_in_depth * g.out_depth_per_group() <= kPairsMaxProduct;
 }
 
 namespace {
@@ -566,7 +565,8 @@ constexpr int64_t kSliceBlockFloats = int64_t{256} << 10;
 // The sides of the filter gradient's sums for one group and point: in-depth rounded up to
 // whole micro-kernel rows (cp), out-depth per group to whole columns (kgp).
 struct SumsSides {
-  explicit SumsSides(const ConvGeometry& g) : gk(PickGemm(g.out_depth_per_group(), kElemF32)) {
+  // gk: the float GEMM tile of the sums (SumsGemm).
+  SumsSides(const GemmKernel& tile, const ConvGeometry& g) : gk(tile) {
     cp = CeilDiv(g.filter_in_depth, gk.strided[0].mr) * gk.strided[0].mr;
     kgp = CeilDiv(g.out_depth_per_group(), gk.nb) * gk.nb;
   }
@@ -574,9 +574,13 @@ struct SumsSides {
   int64_t cp, kgp;
 };
 
+// The float GEMM tile of the filter gradient's sums in `table`.
+const GemmKernel& SumsGemm(const KernelTable& table, const ConvGeometry& g) {
+  return PickGemm(table, g.out_depth_per_group(), kElemF32);
+}
+
 // The number of slices of the filter gradient over g (1: not sliced).
-int64_t FilterSlices(const ConvGeometry& g) {
-  const SumsSides sides(g);
+int64_t FilterSlices(const SumsSides& sides, const ConvGeometry& g) {
   if (g.groups * kPoints * sides.cp * sides.kgp > kSlicedMaxFloats) return 1;
   const int64_t tiles = g.batch * CeilDiv(g.out_rows, kOut) * CeilDiv(g.out_cols, kOut);
   return std::clamp<int64_t>(CeilDiv(tiles, kSliceTiles), 1, kMaxSlices);
@@ -617,15 +621,14 @@ int64_t FilterChunkTiles(int64_t tiles, int64_t tile_floats) {
 // below kFilterLargeSumsMinTiles and the unfused pass from there. Past 16 MiB of sums it
 // starts at kFusedFilterMinPixels output pixels: below that the direct pass is faster.
 constexpr int64_t kFusedFilterMinPixels = 64;
-bool FilterFused(const ConvGeometry& g) {
-  const SumsSides sides(g);
+bool FilterFused(const SumsSides& sides, const ConvGeometry& g) {
   return g.groups == 1 && kPoints * sides.cp * sides.kgp > kSlicedMaxFloats &&
          Tiles(g, true) * FilterTileFloats(g, sides.gk.nb) <= kFilterMaxChunkFloats;
 }
 }  // namespace
 
 template <typename T>
-bool WinogradFilterApplies(const ConvGeometry& g) {
+bool WinogradFilterApplies(const KernelTable& table, const ConvGeometry& g) {
   // The filter gradient's GEMMs have the forward pass's sides: in-depth by out-depth per group.
   if (!WinogradShape<T>(g, /*forward=*/true)) return false;
   // Its transforms cost in proportion to in-depth + out-depth per tile, its GEMMs save in
@@ -639,8 +642,10 @@ bool WinogradFilterApplies(const ConvGeometry& g) {
   // the tiles pay for that (kFilterLargeSumsMinTiles; fused, kFusedFilterMinPixels output
   // pixels; twice as many where bfloat16's direct pass runs on pairs).
   if (TransformedFilterFloats(g) <= kLargeFilterFloats) return true;
-  const int64_t times = DirectOnPairs<T>() ? 2 : 1;
-  if (FilterFused(g)) return g.batch * g.out_rows * g.out_cols >= times * kFusedFilterMinPixels;
+  const int64_t times = DirectOnPairs<T>(table) ? 2 : 1;
+  if (FilterFused(SumsSides(SumsGemm(table, g), g), g)) {
+    return g.batch * g.out_rows * g.out_cols >= times * kFusedFilterMinPixels;
+  }
   return Tiles(g, true) >= times * kFilterLargeSumsMinTiles;
 }
 
@@ -677,7 +682,7 @@ WinogradFilter<T>::WinogradFilter(const WinogradFilterPlan& plan, const ConvGeom
   s.dw = dw;
   const GemmKernel& gk = Kernels().gemm[plan.gemm];
   s.mr = gk.strided[0].mr, s.nb = gk.nb, s.strided = gk.strided[0].fn;
-  const SumsSides sides(g);
+  const SumsSides sides(gk, g);
   s.cp = sides.cp, s.kgp = sides.kgp;
   Note(Path::kFilterWinograd);
   s.fused = plan.fused;
@@ -904,12 +909,12 @@ void WinogradFilter<T>::Finish() {
   });
 }
 
-WinogradPlan PlanWinograd(const ConvGeometry& g, bool forward, int64_t element_size) {
+WinogradPlan PlanWinograd(const KernelTable& table, const ConvGeometry& g, bool forward, int64_t element_size) {
   const Problem p = MakeProblem(g, forward);
-  const GemmKernel& gk = PickGemm(p.dst_group, kElemF32);  // float GEMMs of transformed values
+  const GemmKernel& gk = PickGemm(table, p.dst_group, kElemF32);  // float GEMMs of transformed values
   const int64_t blocks = CeilDiv(p.dst_group, gk.nb);
   WinogradPlan c;
-  c.gemm = static_cast<int>(&gk - Kernels().gemm);
+  c.gemm = static_cast<int>(&gk - table.gemm);
   c.fused = Fused(g, forward);
   if (c.fused) {
     c.fused_blocking = PlanFused(p, gk.mr, blocks);
@@ -925,20 +930,20 @@ WinogradPlan PlanWinograd(const ConvGeometry& g, bool forward, int64_t element_s
   return c;
 }
 
-WinogradFilterPlan PlanWinogradFilter(const ConvGeometry& g) {
-  const SumsSides sides(g);
+WinogradFilterPlan PlanWinogradFilter(const KernelTable& table, const ConvGeometry& g) {
+  const SumsSides sides(SumsGemm(table, g), g);
   const int64_t tiles = Tiles(g, true), tile_floats = FilterTileFloats(g, sides.gk.nb);
   WinogradFilterPlan c;
-  c.gemm = static_cast<int>(&sides.gk - Kernels().gemm);
+  c.gemm = static_cast<int>(&sides.gk - table.gemm);
   const int64_t c_tiles = CeilDiv(g.filter_in_depth, sides.gk.strided[0].mr);
-  c.fused = FilterFused(g);
+  c.fused = FilterFused(sides, g);
   if (c.fused) {
     c.workspace_bytes = FilterPlanes(g, sides.gk.nb, tiles).Bytes();
     c.units = c_tiles;
     return c;
   }
   const int64_t m_floats = g.groups * kPoints * sides.cp * sides.kgp;
-  c.slices = FilterSlices(g);
+  c.slices = FilterSlices(sides, g);
   c.workspace_bytes = c.slices * m_floats * 4;
   if (c.slices > 1) {
     c.slice_block = std::max<int64_t>(1, kSliceBlockFloats / tile_floats);
@@ -952,8 +957,8 @@ WinogradFilterPlan PlanWinogradFilter(const ConvGeometry& g) {
 }
 
 #define TF_OPS_INSTANTIATE(T)                                                         \
-  template bool WinogradApplies<T>(const ConvGeometry&, bool);                         \
-  template bool WinogradFilterApplies<T>(const ConvGeometry&);                         \
+  template bool WinogradApplies<T>(const KernelTable&, const ConvGeometry&, bool);     \
+  template bool WinogradFilterApplies<T>(const KernelTable&, const ConvGeometry&);     \
   template class WinogradFilter<T>;                                                    \
   template void WinogradNhwc<T>(const WinogradPlan&, const ConvGeometry&, bool, const T*, const T*, \
                                 T*, const ParallelFor&);

@@ -32,6 +32,7 @@
 
 #include "cc/core/conv_geometry.h"
 #include "cc/core/cpu/conv_cpu.h"
+#include "cc/core/cpu/microkernels.h"
 
 namespace tf_ops {
 namespace cpu {
@@ -39,11 +40,11 @@ namespace cpu {
 // Whether the Winograd pass takes this geometry (NHWC or NCHW alike), direction `forward`
 // or backprop input, for element type T, with exact mode off.
 template <typename T>
-bool WinogradApplies(const ConvGeometry& g, bool forward);
+bool WinogradApplies(const KernelTable& table, const ConvGeometry& g, bool forward);
 
 // The same for the filter gradient.
 template <typename T>
-bool WinogradFilterApplies(const ConvGeometry& g);
+bool WinogradFilterApplies(const KernelTable& table, const ConvGeometry& g);
 
 // The blocking of a fused pass (one group, a transformed filter larger than the source's and
 // than a core's cache): tiles per chunk (tb), chunks, units per column block (parts), source
@@ -72,7 +73,7 @@ struct WinogradPlan {
   WinogradTileBlocking tiles;
   int64_t workspace_bytes = 0, units = 0;
 };
-WinogradPlan PlanWinograd(const ConvGeometry& g, bool forward, int64_t element_size);
+WinogradPlan PlanWinograd(const KernelTable& table, const ConvGeometry& g, bool forward, int64_t element_size);
 
 // Runs `plan` (PlanWinograd of g), NHWC: forward reads src = x and writes dst = y; backprop
 // input reads src = dy and writes dst = dx.
@@ -92,7 +93,7 @@ struct WinogradFilterPlan {
   int64_t slices = 1, slice_block = 0, chunk_tiles = 0;
   int64_t workspace_bytes = 0, units = 0;
 };
-WinogradFilterPlan PlanWinogradFilter(const ConvGeometry& g);
+WinogradFilterPlan PlanWinogradFilter(const KernelTable& table, const ConvGeometry& g);
 
 // The filter gradient as `plan` (PlanWinogradFilter of g) runs it, accumulated over NHWC chunks
 // of images: Accumulate() each chunk in order (every chunk's geometry differs from the

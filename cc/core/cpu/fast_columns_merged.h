@@ -54,12 +54,12 @@ struct ColumnsMergedPlan {
   int64_t panel_floats = 0;  // a panel per (filter row, column block)
 };
 
-inline ColumnsMergedPlan PlanColumnsMerged(const ConvGeometry& g, int kind) {
+inline ColumnsMergedPlan PlanColumnsMerged(const KernelTable& table, const ConvGeometry& g, int kind) {
   ColumnsMergedPlan p;
   const int64_t columns = g.filter_cols * g.filter_in_depth;
-  const GemmKernel& gk = PickGemm(columns, kind);
-  const GemmKernel& kernels = GemmFor(gk, kind);
-  p.gemm = static_cast<int>(&gk - Kernels().gemm);
+  const GemmKernel& gk = PickGemm(table, columns, kind);
+  const GemmKernel& kernels = GemmFor(table, gk, kind);
+  p.gemm = static_cast<int>(&gk - table.gemm);
   p.pairs = &kernels != &gk;
   p.nb = gk.nb, p.mr = kernels.mr, p.blocks = CeilDiv(columns, p.nb);
   p.panel_rows = p.pairs ? CeilDiv(g.out_depth, 2) : g.out_depth;
@@ -76,7 +76,7 @@ template <typename T>
 void BackpropInputColumnsMerged(const ColumnsMergedPlan& plan, const ConvGeometry& g, const T* w, const T* dy, T* dx,
                                 const ParallelFor& parallel_for) {
   constexpr int kind = KindOf<T>();
-  const GemmKernel& kernels = GemmFor(Kernels().gemm[plan.gemm], kind);
+  const GemmKernel& kernels = GemmFor(Kernels(), Kernels().gemm[plan.gemm], kind);
   const int64_t FI = g.filter_in_depth, K = g.out_depth, KW = g.filter_cols;
   const int64_t columns = KW * FI;
   const int64_t nb = plan.nb, mr = plan.mr, blocks = plan.blocks, width = blocks * nb;

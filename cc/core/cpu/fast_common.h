@@ -348,20 +348,18 @@ void Widen(const T* src, int64_t n, float* dst, const ParallelFor& parallel_for)
 }
 
 // The kernels a GEMM over activations of element kind `kind` runs on, given the float
-// table's tile `gk`: for bfloat16 where the processor has AVX-512 BF16, the pair table's
+// table's tile `gk` (of `table`): for bfloat16 where the processor has AVX-512 BF16, the pair table's
 // entry of the same tile (its operands hold bfloat16 pairs along the reduction), else gk.
-inline const GemmKernel& GemmFor(const GemmKernel& gk, int kind) {
-  const KernelTable& table = Kernels();
+inline const GemmKernel& GemmFor(const KernelTable& table, const GemmKernel& gk, int kind) {
   if (kind != kElemBF16 || table.gemm_bf16_pairs == nullptr) return gk;
   return table.gemm_bf16_pairs[&gk - table.gemm];
 }
 
-// The gemm micro-kernel whose column width wastes the fewest lanes on `columns`, for
+// The gemm micro-kernel of `table` whose column width wastes the fewest lanes on `columns`, for
 // operands of element kind `kind`; ties go to the wider one (more columns per loaded pixel),
 // and between equal widths to the first. bfloat16 on the pair kernels (GemmFor) has no
 // 48-column tile (kPairTiles).
-inline const GemmKernel& PickGemm(int64_t columns, int kind) {
-  const KernelTable& table = Kernels();
+inline const GemmKernel& PickGemm(const KernelTable& table, int64_t columns, int kind) {
   const int tiles = kind == kElemBF16 && table.gemm_bf16_pairs != nullptr ? kPairTiles : kGemmTiles;
   const GemmKernel* best = &table.gemm[0];
   for (int i = 1; i < tiles; ++i) {

@@ -42,8 +42,7 @@ struct ChannelSegment {
 
 // The channels in blocks of the widest depthwise kernel that fits, then narrower ones; a
 // remainder under 16 goes with the 16-wide kernel, which sums it in scalar code.
-inline std::vector<ChannelSegment> DepthwiseSegments(int64_t channels) {
-  const KernelTable& table = Kernels();
+inline std::vector<ChannelSegment> DepthwiseSegments(const KernelTable& table, int64_t channels) {
   std::vector<ChannelSegment> out;
   int64_t begin = 0;
   for (int i = 2; i >= 0; --i) {
@@ -64,9 +63,9 @@ struct DepthwiseBlock {
   const DepthwiseKernel* kernel;
 };
 
-inline std::vector<DepthwiseBlock> DepthwiseBlocks(int64_t channels) {
+inline std::vector<DepthwiseBlock> DepthwiseBlocks(const KernelTable& table, int64_t channels) {
   std::vector<DepthwiseBlock> out;
-  for (const ChannelSegment& seg : DepthwiseSegments(channels)) {
+  for (const ChannelSegment& seg : DepthwiseSegments(table, channels)) {
     for (int64_t c = seg.begin; c < seg.end; c += seg.kernel->nb) {
       out.push_back({c, std::min<int64_t>(seg.kernel->nb, seg.end - c), seg.kernel});
     }
@@ -138,12 +137,12 @@ struct DepthwiseRowsPlan {
 
 // Inside pixels go in groups of whole tiles of every kernel, of about kDepthwiseGroupBytes of
 // source.
-inline DepthwiseRowsPlan PlanDepthwiseRows(const ConvGeometry& g, const DimMap& dh, const DimMap& dw, int kind,
-                                           int64_t element_size) {
+inline DepthwiseRowsPlan PlanDepthwiseRows(const KernelTable& table, const ConvGeometry& g, const DimMap& dh,
+                                           const DimMap& dw, int kind, int64_t element_size) {
   DepthwiseRowsPlan p;
   p.dh = dh, p.dw = dw;
   const int64_t C = g.in_depth;
-  p.blocks = DepthwiseBlocks(C);
+  p.blocks = DepthwiseBlocks(table, C);
   for (const DepthwiseBlock& blk : p.blocks) {
     p.max_mr = std::max<int64_t>(p.max_mr, blk.kernel->mr);
     p.max_nb = std::max<int64_t>(p.max_nb, blk.kernel->nb);
@@ -426,13 +425,16 @@ void DepthwiseRowsNhwc(const DepthwiseRowsPlan& plan, const ConvGeometry& g, con
 // Depthwise: a unit is a slice of the rows, through every channel block (`whole_rows`) or
 // through one (`block_units` units a slice, one per channel block, or one for whole rows).
 struct DepthwiseFilterPlan {
+  std::vector<DepthwiseBlock> blocks;  // the channel blocks (DepthwiseBlocks)
   int64_t slices = 1, units = 0, block_units = 1;
   bool whole_rows = false;
 };
 
-inline DepthwiseFilterPlan PlanDepthwiseFilter(const ConvGeometry& g, int64_t element_size) {
+inline DepthwiseFilterPlan PlanDepthwiseFilter(const KernelTable& table, const ConvGeometry& g,
+                                               int64_t element_size) {
   DepthwiseFilterPlan p;
-  const int64_t blocks = static_cast<int64_t>(DepthwiseBlocks(g.in_depth).size());
+  p.blocks = DepthwiseBlocks(table, g.in_depth);
+  const int64_t blocks = static_cast<int64_t>(p.blocks.size());
   p.whole_rows = OperandBytes(g, element_size) > kDepthwiseMemoryBytes;
   p.block_units = p.whole_rows ? 1 : blocks;
   p.slices = std::max<int64_t>(1, std::min(g.batch * g.out_rows, CeilDiv(kMinUnits, p.block_units)));
@@ -518,7 +520,7 @@ template <typename T>
 void FilterDepthwiseNhwc(const ConvGeometry& g, const DepthwiseFilterPlan& plan, const T* x,
                          const T* dy, float* acc, const ParallelFor& parallel_for) {
   const int64_t C = g.in_depth, taps = g.filter_rows * g.filter_cols;
-  const std::vector<DepthwiseBlock> blocks = DepthwiseBlocks(C);
+  const std::vector<DepthwiseBlock>& blocks = plan.blocks;
   const int64_t rows = g.batch * g.out_rows, count = static_cast<int64_t>(blocks.size());
   const int64_t max_nb = Kernels().dw[2].nb;
   Note(Path::kFilterDepthwise);

@@ -225,7 +225,7 @@ void FilterUnitRows(const ConvGeometry& g, const FilterPlan& plan, const FilterU
   const int64_t ow_lo = u.ow_lo, ow_hi = u.ow_hi, in_lo = u.in_lo, in_hi = u.in_hi;
   // bfloat16 where the processor has AVX-512 BF16: the packed operands hold bfloat16 pairs of
   // consecutive packed pixels (the second zero past an odd count), reduced by dot products.
-  const GemmKernel& kernels = GemmFor(gk, KindOf<T>());
+  const GemmKernel& kernels = GemmFor(Kernels(), gk, KindOf<T>());
   const bool pairs = &kernels != &gk;
   // The plan was made for these kernels (PlanFilter with GemmFor's table): plan.mr rows.
   const GemmStridedFn strided = kernels.strided[plan.strided].fn;
@@ -318,7 +318,7 @@ template <typename T>
 void FilterGemmNhwc(const ConvGeometry& g, const FilterPlan& plan, const GemmKernel& gk,
                     const T* x, const T* dy, float* acc, bool first,
                     const ParallelFor& parallel_for) {
-  const GemmKernel& kernels = GemmFor(gk, KindOf<T>());
+  const GemmKernel& kernels = GemmFor(Kernels(), gk, KindOf<T>());
   Note(Path::kFilterGemm);
   if (plan.merged_cols > 1) Note(Path::kFilterMergedCols);
   if (plan.ci_chunks > 1 || plan.k_chunks > 1) Note(Path::kFilterSplitAccumulators);

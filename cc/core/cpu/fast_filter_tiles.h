@@ -98,9 +98,9 @@ inline bool FilterTilesMergeColumns(const ConvGeometry& g) {
 // Where the filter gradient of bfloat16 runs as tiles: on AMX with 16 output channels a group
 // or more, and on vectors of rows (AVX-512 BF16) where also the filter columns merge
 // (FilterTilesMergeColumns): there the other passes would widen the operands to float.
-inline bool FilterTilesApply(const ConvGeometry& g) {
+inline bool FilterTilesApply(const KernelTable& table, const ConvGeometry& g) {
   if (g.out_depth_per_group() < kTilesMinChannels) return false;
-  const GemmKernel& k = GemmFor(Kernels().gemm[0], kElemBF16);
+  const GemmKernel& k = GemmFor(table, table.gemm[0], kElemBF16);
   return k.shifted != nullptr || (k.shifted_rows != nullptr && FilterTilesMergeColumns(g));
 }
 
@@ -127,9 +127,9 @@ inline void PlanTilesShifts(const ConvGeometry& g, TilesPlan* p) {
                                  p->amx ? kTilesPiecePairs : kTilesRowsPiecePairs);
 }
 
-inline TilesPlan PlanFilterTiles(const ConvGeometry& g) {
+inline TilesPlan PlanFilterTiles(const KernelTable& table, const ConvGeometry& g) {
   TilesPlan p;
-  p.amx = GemmFor(Kernels().gemm[0], kElemBF16).shifted != nullptr;
+  p.amx = GemmFor(table, table.gemm[0], kElemBF16).shifted != nullptr;
   const int64_t FI = g.filter_in_depth, Kg = g.out_depth_per_group();
   p.merged = FilterTilesMergeColumns(g);
   p.grid_rows = g.out_rows + (g.filter_rows - 1) * g.dilation_rows / g.stride_rows;
@@ -347,7 +347,7 @@ inline void PackTilesX(const TilesGrid& grid, int64_t p0, int64_t b_rows, const 
 inline void TilesSlice(const TilesGrid& grid, const TilesUnit& u, int64_t s0, int64_t s1) {
   const ConvGeometry& g = grid.g;
   const TilesPlan& plan = grid.plan;
-  const GemmKernel& kernel = GemmFor(Kernels().gemm[0], kElemBF16);
+  const GemmKernel& kernel = GemmFor(Kernels(), Kernels().gemm[0], kElemBF16);
   const int64_t FI = g.filter_in_depth, K = g.out_depth, Kg = g.out_depth_per_group();
   const int64_t shifts = plan.shifts, width = plan.channels;
   // With several groups (one chunk) the transposed rows of every group, group after group.
@@ -404,10 +404,10 @@ void FilterTilesNhwc(const ConvGeometry& g, const TilesPlan& plan, const T* x, c
     if (plan.merged) Note(Path::kFilterTilesMerged);
     if (plan.phases.size() > 1) Note(Path::kFilterTilesPhases);
     if (plan.amx) {
-      NoteKernel(GemmFor(table.gemm[0], kElemBF16).shifted), NoteKernel(table.transpose32);
+      NoteKernel(GemmFor(table, table.gemm[0], kElemBF16).shifted), NoteKernel(table.transpose32);
     } else {
       Note(Path::kFilterTilesRows);
-      NoteKernel(GemmFor(table.gemm[0], kElemBF16).shifted_rows);
+      NoteKernel(GemmFor(table, table.gemm[0], kElemBF16).shifted_rows);
     }
     NoteKernel(table.pack_pairs);
     if (!first) Note(Path::kFilterTilesAdded);

@@ -23,7 +23,7 @@ int64_t NchwChunk(int64_t batch, int64_t elements) {
 }
 
 // Whether bfloat16 GEMMs run on AMX tiles.
-bool AmxTiles() { return Kernels().amx_tiles; }
+bool AmxTiles(const KernelTable& table) { return table.amx_tiles; }
 
 // Calls fn(T{}) with T the element type of `kind` (float, half or bfloat16).
 template <typename Fn>
@@ -42,18 +42,18 @@ auto WithKind(int kind, const Fn& fn) {
 // backprop input, the copy of dx. bfloat16 on pairs keeps its direct passes, which run at twice
 // float's rate.
 template <typename T>
-bool WinogradPhasesApply(const ConvGeometry& g, bool forward) {
+bool WinogradPhasesApply(const KernelTable& table, const ConvGeometry& g, bool forward) {
   if ((g.stride_rows == 1 && g.stride_cols == 1) || g.dilation_rows != 1 || g.dilation_cols != 1 ||
       g.groups != 1 || CeilDiv(g.filter_rows, g.stride_rows) != 3 ||
       CeilDiv(g.filter_cols, g.stride_cols) != 3 ||
-      (KindOf<T>() == kElemBF16 && Kernels().gemm_bf16_pairs != nullptr)) {
+      (KindOf<T>() == kElemBF16 && table.gemm_bf16_pairs != nullptr)) {
     return false;
   }
   const ConvGeometry d = SpaceToDepthGeometry(g);
   const int64_t rows = forward ? d.out_rows : d.in_rows, cols = forward ? d.out_cols : d.in_cols;
   const double winograd = 36.0 * g.stride_rows * g.stride_cols * CeilDiv(rows, 4) * CeilDiv(cols, 4);
   const double strided = 1.0 * g.filter_rows * g.filter_cols * g.out_rows * g.out_cols;
-  return winograd <= kPhasesMaxProducts * strided && WinogradApplies<T>(d, forward);
+  return winograd <= kPhasesMaxProducts * strided && WinogradApplies<T>(table, d, forward);
 }
 
 // The GEMM pass's kind among pointwise, banded (merged or not) and indirect (bordered or not),
@@ -188,7 +188,7 @@ void PassDims(const ConvGeometry& g, bool forward, DimMap* dh, DimMap* dw) {
   }
 }
 
-GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind) {
+GemmPlan PlanGemm(const KernelTable& table, const ConvGeometry& g, bool forward, int kind) {
   GemmPlan p;
   p.forward = forward;
   PassDims(g, forward, &p.dh, &p.dw);
@@ -198,11 +198,11 @@ GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind) {
   // source channels of the group for every tap.
   p.dst_group = forward ? g.out_depth_per_group() : g.filter_in_depth;
   p.src_group = forward ? g.filter_in_depth : g.out_depth_per_group();
-  const GemmKernel& gk = PickGemm(p.dst_group, kind);
-  p.gemm = static_cast<int>(&gk - Kernels().gemm);
-  const GemmKernel& kernels = GemmFor(gk, kind);
+  const GemmKernel& gk = PickGemm(table, p.dst_group, kind);
+  p.gemm = static_cast<int>(&gk - table.gemm);
+  const GemmKernel& kernels = GemmFor(table, gk, kind);
   p.pairs = &kernels != &gk;
-  p.amx = p.pairs && AmxTiles();
+  p.amx = p.pairs && AmxTiles(table);
   p.nb = gk.nb, p.mr = kernels.mr;
   p.blocks = CeilDiv(p.dst_group, p.nb);
   if (test_switches.planted_planner_bug.load(std::memory_order_relaxed) && p.dst_group % p.nb != 0) --p.blocks;
@@ -237,18 +237,19 @@ void RefusedGemmKinds(const GemmPlan& p, Plan* plan) {
 // space-to-depth copy, backprop input's merged filter columns (one group, at most 8 input
 // channels, a filter wider than a column), depthwise rows (multiplier 1), the GEMM passes.
 void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
+  const KernelTable& table = *plan->table;
   const int64_t bytes = ElementBytes(plan->element);
   if (plan->algorithm == Algorithm::kWinograd) {
     plan->pass = Algorithm::kWinograd;
-    plan->winograd_pass = PlanWinograd(g, forward, bytes);
+    plan->winograd_pass = PlanWinograd(table, g, forward, bytes);
     plan->units = plan->winograd_pass.units;
     plan->workspace_bytes += plan->winograd_pass.workspace_bytes;
     return;
   }
-  const bool s2d_amx = kind == kElemBF16 && AmxTiles() && SpaceToDepthApplies(g, forward);
+  const bool s2d_amx = kind == kElemBF16 && AmxTiles(table) && SpaceToDepthApplies(g, forward);
   if (plan->algorithm != Algorithm::kWinogradSpaceToDepth && !s2d_amx) {
     Refuse(Algorithm::kSpaceToDepth,
-           kind != kElemBF16 ? Rule::kElementType : !AmxTiles() ? Rule::kNoAmx : Rule::kShape, plan);
+           kind != kElemBF16 ? Rule::kElementType : !AmxTiles(table) ? Rule::kNoAmx : Rule::kShape, plan);
   }
   if (plan->algorithm == Algorithm::kWinogradSpaceToDepth || s2d_amx) {
     if (s2d_amx) plan->algorithm = Algorithm::kSpaceToDepth;
@@ -258,13 +259,13 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
     plan->stride1 = d;
     plan->workspace_bytes += (d.filter_elements() + d.input_elements()) * bytes;
     if (s2d_amx) {
-      plan->gemm = PlanGemm(d, forward, kind);
+      plan->gemm = PlanGemm(table, d, forward, kind);
       plan->pass = plan->gemm.algorithm;
       plan->units = plan->gemm.units;
       plan->workspace_bytes += plan->gemm.workspace_bytes;
     } else {
       plan->pass = Algorithm::kWinograd;
-      plan->winograd_pass = PlanWinograd(d, forward, bytes);
+      plan->winograd_pass = PlanWinograd(table, d, forward, bytes);
       plan->units = plan->winograd_pass.units;
       plan->workspace_bytes += plan->winograd_pass.workspace_bytes;
     }
@@ -274,7 +275,7 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
     if (g.groups == 1 && g.filter_in_depth <= 8 && g.filter_cols > 1) {
       plan->algorithm = plan->pass = Algorithm::kColumnsMerged;
       plan->units = g.batch * g.in_rows;
-      plan->columns_merged = PlanColumnsMerged(g, kind);
+      plan->columns_merged = PlanColumnsMerged(table, g, kind);
       plan->workspace_bytes += plan->columns_merged.panel_floats * 4;
       return;
     }
@@ -284,13 +285,13 @@ void PlanPass(const ConvGeometry& g, bool forward, int kind, Plan* plan) {
     plan->algorithm = plan->pass = Algorithm::kDepthwiseRows;
     DimMap dh, dw;
     PassDims(g, forward, &dh, &dw);
-    plan->depthwise_rows = PlanDepthwiseRows(g, dh, dw, kind, bytes);
+    plan->depthwise_rows = PlanDepthwiseRows(table, g, dh, dw, kind, bytes);
     plan->units = g.batch * (forward ? g.out_rows : g.in_rows);
     plan->workspace_bytes += DepthwiseRowsPanelFloats(g) * 4;
     return;
   }
   Refuse(Algorithm::kDepthwiseRows, Rule::kShape, plan);
-  plan->gemm = PlanGemm(g, forward, kind);
+  plan->gemm = PlanGemm(table, g, forward, kind);
   plan->algorithm = plan->pass = plan->gemm.algorithm;
   plan->units = plan->gemm.units;
   plan->workspace_bytes += plan->gemm.workspace_bytes;
@@ -331,9 +332,9 @@ void PlanOtherBatches(const ConvGeometry& g, bool forward, int kind, Plan* plan)
     Plan::BatchPass other;
     other.batch = b;
     if (winograd) {
-      other.winograd = PlanWinograd(pass, forward, ElementBytes(plan->element));
+      other.winograd = PlanWinograd(*plan->table, pass, forward, ElementBytes(plan->element));
     } else {
-      other.gemm = PlanGemm(pass, forward, kind);
+      other.gemm = PlanGemm(*plan->table, pass, forward, kind);
     }
     plan->other_batches.push_back(std::move(other));
   }
@@ -343,11 +344,12 @@ void PlanOtherBatches(const ConvGeometry& g, bool forward, int kind, Plan* plan)
 // space-to-depth copy (WinogradPhasesApply), neither in exact mode; then the pass over each
 // chunk of images (PlanPass).
 void PlanForwardOrInput(const ConvGeometry& g, bool forward, bool exact, Plan* plan) {
+  const KernelTable& table = *plan->table;
   const int kind = static_cast<int>(plan->element);
-  const bool winograd = !exact && WithKind(kind, [&](auto t) { return WinogradApplies<decltype(t)>(g, forward); });
+  const bool winograd = !exact && WithKind(kind, [&](auto t) { return WinogradApplies<decltype(t)>(table, g, forward); });
   if (!winograd) Refuse(Algorithm::kWinograd, exact ? Rule::kExactMode : Rule::kShape, plan);
   const bool phases =
-      !exact && !winograd && WithKind(kind, [&](auto t) { return WinogradPhasesApply<decltype(t)>(g, forward); });
+      !exact && !winograd && WithKind(kind, [&](auto t) { return WinogradPhasesApply<decltype(t)>(table, g, forward); });
   if (!winograd && !phases) Refuse(Algorithm::kWinogradSpaceToDepth, exact ? Rule::kExactMode : Rule::kShape, plan);
   plan->algorithm = winograd ? Algorithm::kWinograd : phases ? Algorithm::kWinogradSpaceToDepth : Algorithm::kDirect;
   plan->winograd = winograd || phases;
@@ -366,6 +368,7 @@ void PlanForwardOrInput(const ConvGeometry& g, bool forward, bool exact, Plan* p
 // whose 16-bit operands are widened to float copies where its filter columns merge (they would
 // otherwise be packed once per filter row, a few values at a time).
 void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
+  const KernelTable& table = *plan->table;
   const int kind = static_cast<int>(plan->element);
   const int64_t bytes = ElementBytes(plan->element);
   const int64_t in_hw = g.in_rows * g.in_cols, out_hw = g.out_rows * g.out_cols;
@@ -374,24 +377,24 @@ void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
   ConvGeometry gc = g;
   if (plan->layout == Layout::kNCHW) gc.batch = chunk;
   const bool depthwise = IsDepthwiseOne(g);
-  const bool tiles = kind == kElemBF16 && !depthwise && FilterTilesApply(g);
+  const bool tiles = kind == kElemBF16 && !depthwise && FilterTilesApply(table, g);
   const bool winograd =
-      !exact && !depthwise && !tiles && WithKind(kind, [&](auto t) { return WinogradFilterApplies<decltype(t)>(g); });
+      !exact && !depthwise && !tiles && WithKind(kind, [&](auto t) { return WinogradFilterApplies<decltype(t)>(table, g); });
   if (!depthwise) {
     Refuse(Algorithm::kFilterDepthwise, Rule::kShape, plan);
     if (!tiles) Refuse(Algorithm::kFilterTiles, kind != kElemBF16 ? Rule::kElementType : Rule::kShape, plan);
     if (!tiles && !winograd) Refuse(Algorithm::kFilterWinograd, exact ? Rule::kExactMode : Rule::kShape, plan);
   }
-  const GemmKernel& gk = PickGemm(g.out_depth_per_group(), kind);
-  plan->filter_gemm = static_cast<int>(&gk - Kernels().gemm);
+  const GemmKernel& gk = PickGemm(table, g.out_depth_per_group(), kind);
+  plan->filter_gemm = static_cast<int>(&gk - table.gemm);
   plan->winograd = winograd;
   if (depthwise) {
     plan->algorithm = Algorithm::kFilterDepthwise;
-    plan->depthwise_filter = PlanDepthwiseFilter(gc, bytes);
+    plan->depthwise_filter = PlanDepthwiseFilter(table, gc, bytes);
     plan->slices = plan->depthwise_filter.slices, plan->units = plan->depthwise_filter.units;
   } else if (tiles) {
     plan->algorithm = Algorithm::kFilterTiles;
-    plan->tiles = PlanFilterTiles(gc);
+    plan->tiles = PlanFilterTiles(table, gc);
     plan->slices = plan->tiles.slices, plan->units = plan->tiles.units;
   } else if (winograd) {
     plan->algorithm = Algorithm::kFilterWinograd;
@@ -403,7 +406,7 @@ void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
       gc.batch = std::min(chunk, std::max<int64_t>(1, kWidenChunkBytes / (4 * image_elements)));
       plan->filter = PlanFilter(gc, gk, 4);
     } else {
-      plan->filter = PlanFilter(gc, GemmFor(gk, kind), bytes);
+      plan->filter = PlanFilter(gc, GemmFor(table, gk, kind), bytes);
     }
     plan->slices = plan->filter.slices, plan->units = plan->filter.units;
   }
@@ -415,7 +418,7 @@ void PlanFilterDirection(const ConvGeometry& g, bool exact, Plan* plan) {
                           (plan->layout == Layout::kNCHW ? chunk_elements * bytes : 0) +
                           (plan->widen ? chunk_elements * 4 : 0);
   if (winograd) {
-    plan->winograd_filter = PlanWinogradFilter(gc);
+    plan->winograd_filter = PlanWinogradFilter(table, gc);
     plan->units = plan->winograd_filter.units;
     plan->workspace_bytes += plan->winograd_filter.workspace_bytes;
   }
@@ -458,15 +461,17 @@ bool AlgorithmInTable(Algorithm algorithm, const KernelTable& table) {
   }
 }
 
-Plan DirectPlan(Direction direction, Layout layout, Element element) {
+Plan DirectPlan(Direction direction, Layout layout, Element element, const KernelTable& table) {
   Plan plan;
   plan.direction = direction, plan.layout = layout, plan.element = element;
-  plan.isa = Kernels().isa;
+  plan.table = &table;
+  plan.isa = table.isa;
   return plan;
 }
 
-Plan PlanConv(Direction direction, const ConvGeometry& g, Layout layout, Element element, bool exact) {
-  Plan plan = DirectPlan(direction, layout, element);
+Plan PlanConv(Direction direction, const ConvGeometry& g, Layout layout, Element element, const KernelTable& table,
+              bool exact) {
+  Plan plan = DirectPlan(direction, layout, element, table);
   // The direct loops: element types without fast kernels, and empty operands.
   if (element == Element::kDouble || element == Element::kInt32 || EmptyRule(direction, g) != EmptyCall::kCompute) {
     return plan;
@@ -497,7 +502,7 @@ void AppendBlocking(const Plan& plan, std::string* out) {
       break;
     case Algorithm::kWinograd: {
       const WinogradPlan& w = plan.winograd_pass;
-      const GemmKernel& gk = Kernels().gemm[w.gemm];
+      const GemmKernel& gk = plan.table->gemm[w.gemm];
       if (w.fused) {
         std::snprintf(buf, sizeof(buf), "tile:%dx%d,fused:yes,tiles_per_chunk:%lld,chunks:%lld,parts:%lld,depth_chunk:%lld",
                       gk.mr, gk.nb, (long long)w.fused_blocking.tb, (long long)w.fused_blocking.chunks,
@@ -511,7 +516,7 @@ void AppendBlocking(const Plan& plan, std::string* out) {
     }
     case Algorithm::kFilterWinograd: {
       const WinogradFilterPlan& w = plan.winograd_filter;
-      const GemmKernel& gk = Kernels().gemm[w.gemm];
+      const GemmKernel& gk = plan.table->gemm[w.gemm];
       std::snprintf(buf, sizeof(buf), "tile:%dx%d,", gk.strided[0].mr, gk.nb);
       const size_t n = std::strlen(buf);
       if (w.fused) {

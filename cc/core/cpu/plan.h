@@ -1,13 +1,12 @@
 // The CPU planner: from a call's geometry, layout, element type, the instruction set's kernel
-// table and exact mode to a Plan that names the algorithm and its blocking. Pure: it reads no
-// data and runs nothing, so the plan of a call can be asked for without running it
-// (ExplainCpuPlan, tf_ops.explain) and the kernel sweep can check that every algorithm it
-// enumerates is reached. The executors (conv_fast.cc) take a plan and decide nothing of what
-// it holds. Internal to cc/core/cpu.
+// table and exact mode to a Plan that names the algorithm, its blocking for every chunk of images
+// and the algorithms it tried first. Pure: it reads no data and runs nothing, so the plan of a
+// call can be asked for without running it (ExplainCpuCall, tf_ops.explain) and the kernel sweep
+// can check that every algorithm it enumerates is reached. The executor (conv_fast.h) takes a
+// plan and plans nothing. Internal to cc/core/cpu.
 #ifndef TF_OPS_CC_CORE_CPU_PLAN_H_
 #define TF_OPS_CC_CORE_CPU_PLAN_H_
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -109,6 +108,7 @@ struct Plan {
   Algorithm algorithm = Algorithm::kDirect;
   Element element = Element::kFloat;
   Layout layout = Layout::kNHWC;
+  const KernelTable* table = nullptr;  // the kernel table planned for, whose tiles the plan names
   const char* isa = "";
   bool winograd = false;  // sums of transformed values (accuracy: docs/accuracy.md)
   // NCHW through NHWC copies of this many images at a time (0: NHWC, no copies).
@@ -160,14 +160,16 @@ const GemmPlan& GemmOfBatch(const Plan& plan, int64_t batch);
 const WinogradPlan& WinogradOfBatch(const Plan& plan, int64_t batch);
 
 // The plan of the direct loops.
-Plan DirectPlan(Direction direction, Layout layout, Element element);
+Plan DirectPlan(Direction direction, Layout layout, Element element, const KernelTable& table);
 
-// The plan for one call, with this process's kernel table, in exact mode `exact`.
+// The plan for one call on kernel table `table` (RunPlan runs it only with the process's,
+// Kernels()), in exact mode `exact`. It reads nothing but its arguments (and the machine's thread
+// count, which sizes Winograd's blocks of tiles: StreamedUnits).
 Plan PlanConv(Direction direction, const ConvGeometry& g, Layout layout, Element element,
-              bool exact);
+              const KernelTable& table, bool exact);
 
 // The GEMM pass of forward or backprop input over g, NHWC (g's batch: the images of one pass).
-GemmPlan PlanGemm(const ConvGeometry& g, bool forward, int kind);
+GemmPlan PlanGemm(const KernelTable& table, const ConvGeometry& g, bool forward, int kind);
 
 // The rows and columns of a forward or backprop-input pass over g: what each computed index
 // reads (forward: x from y's indices; backprop input: dy from dx's, by stride residue class).
