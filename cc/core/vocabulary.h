@@ -35,6 +35,9 @@ namespace tf_ops {
   X(kDouble, "float64", 8)        \
   X(kInt32, "int32", 4)
 
+// The C++ types of the elements, in TF_OPS_ELEMENTS' order (for explicit instantiations).
+#define TF_OPS_ELEMENT_TYPES(X) X(Eigen::half) X(Eigen::bfloat16) X(float) X(double) X(int32_t)
+
 #define TF_OPS_LAYOUTS(X) \
   X(kNHWC, "NHWC")        \
   X(kNCHW, "NCHW")

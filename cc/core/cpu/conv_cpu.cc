@@ -185,11 +185,7 @@ std::string ConvBackpropFilter(const ConvGeometry& g, Layout layout, const T* x,
                                             const ParallelFor&, const WorkspaceFn&, PlanCache*);  \
   template std::string ConvBackpropFilter<T>(const ConvGeometry&, Layout, const T*, const T*, T*, \
                                              const ParallelFor&, const WorkspaceFn&, PlanCache*);
-TF_OPS_INSTANTIATE(float)
-TF_OPS_INSTANTIATE(double)
-TF_OPS_INSTANTIATE(Eigen::half)
-TF_OPS_INSTANTIATE(Eigen::bfloat16)
-TF_OPS_INSTANTIATE(int32_t)
+TF_OPS_ELEMENT_TYPES(TF_OPS_INSTANTIATE)
 #undef TF_OPS_INSTANTIATE
 
 }  // namespace cpu

@@ -565,11 +565,7 @@ RunResult RunPlan(const Plan& plan, const ConvGeometry& g, const T* a, const T* 
 #define TF_OPS_INSTANTIATE(T)                                                                  \
   template RunResult RunPlan<T>(const Plan&, const ConvGeometry&, const T*, const T*, T*,      \
                                 const ParallelFor&, const WorkspaceFn&);
-TF_OPS_INSTANTIATE(float)
-TF_OPS_INSTANTIATE(double)
-TF_OPS_INSTANTIATE(Eigen::half)
-TF_OPS_INSTANTIATE(Eigen::bfloat16)
-TF_OPS_INSTANTIATE(int32_t)
+TF_OPS_ELEMENT_TYPES(TF_OPS_INSTANTIATE)
 #undef TF_OPS_INSTANTIATE
 
 }  // namespace cpu
