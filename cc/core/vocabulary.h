@@ -139,22 +139,6 @@ TF_OPS_VOCABULARY_ENUM_COUNTED(Entry, TF_OPS_GPU_ENTRIES)
 TF_OPS_VOCABULARY_ENUM_COUNTED(Rule, TF_OPS_GPU_RULES)
 }  // namespace gpu
 
-// What each member of a list does, where the list says (algorithms, entries, rules).
-#define TF_OPS_VOCABULARY_TEXT(id, name, text) text,
-inline const char* TextOf(cpu::Algorithm a) {
-  static const char* const texts[] = {TF_OPS_CPU_ALGORITHMS(TF_OPS_VOCABULARY_TEXT)};
-  return texts[static_cast<int>(a)];
-}
-inline const char* TextOf(cpu::Rule r) {
-  static const char* const texts[] = {TF_OPS_CPU_RULES(TF_OPS_VOCABULARY_TEXT)};
-  return texts[static_cast<int>(r)];
-}
-inline const char* TextOf(gpu::Rule r) {
-  static const char* const texts[] = {TF_OPS_GPU_RULES(TF_OPS_VOCABULARY_TEXT)};
-  return texts[static_cast<int>(r)];
-}
-#undef TF_OPS_VOCABULARY_TEXT
-
 inline int ElementBytes(Element e) {
 #define TF_OPS_VOCABULARY_BYTES(id, name, bytes) bytes,
   static const int bytes[] = {TF_OPS_ELEMENTS(TF_OPS_VOCABULARY_BYTES)};
