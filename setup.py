@@ -45,6 +45,8 @@ SOURCES = [
     "cc/kernels/conv_checks.cc",
     "cc/kernels/conv_kernels.cc",
     "cc/kernels/conv_xla.cc",
+    "cc/kernels/graph_plugin.cc",
+    "cc/kernels/graph_rewrite.cc",
 ]
 # The micro-kernels are built once per instruction set and chosen at run time
 # (cc/core/cpu/microkernels.h); only those files get the instruction-set flags. Their sums

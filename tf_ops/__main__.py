@@ -8,7 +8,8 @@ kernels. Exits 1 if any row fails.
 
 `python -m tf_ops bench` runs the benchmark instead (python -m tf_ops bench --help), and
 `python -m tf_ops explain` prints the plan the CPU kernels would run for one call of an op
-(python -m tf_ops explain --help).
+(python -m tf_ops explain --help), and `python -m tf_ops run SCRIPT [ARGS...]` runs an unchanged
+script with tf_ops.enable() on.
 """
 import argparse
 import os
@@ -183,13 +184,17 @@ def main(argv=None):
     if argv[:1] == ["explain"]:
         from tf_ops import _explain
         return _explain.main(argv[1:])
+    if argv[:1] == ["run"]:
+        from tf_ops import _enable
+        return _enable.run_main(argv[1:])
     return selfcheck_main(argv)
 
 
 def selfcheck_main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tf_ops", description=__doc__.splitlines()[0],
                                      epilog="python -m tf_ops bench --help: the benchmark; "
-                                            "python -m tf_ops explain --help: which kernel runs a call")
+                                            "python -m tf_ops explain --help: which kernel runs a call; "
+                                            "python -m tf_ops run SCRIPT [ARGS...]: a script with tf_ops.enable() on")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per op (median is shown)")
     args = parser.parse_args(argv)
 

@@ -23,14 +23,15 @@ class Switch {
   std::atomic<bool> value_{false};
 };
 
-enum Which { kExact, kDirect, kVerbose, kPlanCache };
+enum Which { kExact, kDirect, kVerbose, kPlanCache, kRewrite };
 
 // Every switch, read from the environment on first use.
 Switch& Of(Which which) {
   static Switch all[] = {{"TF_OPS_EXACT", "1", false},
                          {"TF_OPS_CPU_KERNELS", "direct", false},
                          {"TF_OPS_VERBOSE", "1", false},
-                         {"TF_OPS_PLAN_CACHE", "0", true}};
+                         {"TF_OPS_PLAN_CACHE", "0", true},
+                         {"TF_OPS_ENABLE", "1", false}};
   return all[which];
 }
 
@@ -44,5 +45,7 @@ bool Verbose() { return Of(kVerbose).Get(); }
 void SetVerbose(bool on) { Of(kVerbose).Set(on); }
 bool PlanCacheOn() { return Of(kPlanCache).Get(); }
 void SetPlanCache(bool on) { Of(kPlanCache).Set(on); }
+bool Rewriting() { return Of(kRewrite).Get(); }
+void SetRewriting(bool on) { Of(kRewrite).Set(on); }
 
 }  // namespace tf_ops

@@ -7,6 +7,9 @@
 //   verbose         TF_OPS_VERBOSE=1: each call prints its plan (and on CPU its time) to stderr
 //   plan cache      on unless TF_OPS_PLAN_CACHE=0: an op keeps its CPU calls' plans by
 //                   geometry (cpu::PlanCache); off, every call plans again
+//   rewrite         TF_OPS_ENABLE=1 (tf_ops.enable()): the graph rewrite's optimizer, once
+//                   registered (cc/kernels/graph_plugin.cc), moves the graphs TensorFlow optimizes
+//                   onto the TfOps> ops; read each time it runs
 //
 // TF-free.
 #ifndef TF_OPS_CC_CORE_SWITCHES_H_
@@ -25,6 +28,9 @@ void SetVerbose(bool on);
 
 bool PlanCacheOn();
 void SetPlanCache(bool on);
+
+bool Rewriting();
+void SetRewriting(bool on);
 
 }  // namespace tf_ops
 

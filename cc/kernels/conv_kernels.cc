@@ -409,7 +409,8 @@ extern "C" __attribute__((visibility("default"))) int TfOpsExactMode() {
   return tf_ops::ExactMode() ? 1 : 0;
 }
 
-// A switch of cc/core/switches.h by name ("exact", "direct_kernels", "verbose", "plan_cache"), for
+// A switch of cc/core/switches.h by name ("exact", "direct_kernels", "verbose", "plan_cache",
+// "rewrite"), for
 // the tests and the benchmark
 // (through ctypes): set on (1) or off (0), or only read (-1); returns its value before, or -1 for
 // a name that is none of them.
@@ -422,7 +423,8 @@ extern "C" __attribute__((visibility("default"))) int TfOpsSwitch(const char* na
   static const Named switches[] = {{"exact", tf_ops::ExactMode, tf_ops::SetExactMode},
                                    {"direct_kernels", tf_ops::DirectKernels, tf_ops::SetDirectKernels},
                                    {"verbose", tf_ops::Verbose, tf_ops::SetVerbose},
-                                   {"plan_cache", tf_ops::PlanCacheOn, tf_ops::SetPlanCache}};
+                                   {"plan_cache", tf_ops::PlanCacheOn, tf_ops::SetPlanCache},
+                                   {"rewrite", tf_ops::Rewriting, tf_ops::SetRewriting}};
   for (const Named& s : switches) {
     if (name == nullptr || std::strcmp(name, s.name) != 0) continue;
     const bool before = s.get();
