@@ -68,7 +68,8 @@ def _fused(name, fused_ops, num_args, dtype=tf.float32, arg_types=None, op="_Fus
     a = node.attr
     a["T"].type = dtype.as_datatype_enum
     a["num_args"].i = num_args
-    a["TArgs"].list.type.extend([(t or dtype).as_datatype_enum for t in (arg_types or [None] * num_args)])
+    if op == "_FusedConv2D":  # the depthwise form's args are all of type T
+        a["TArgs"].list.type.extend([(t or dtype).as_datatype_enum for t in (arg_types or [None] * num_args)])
     a["strides"].list.i.extend(attrs.pop("strides", [1, 1, 1, 1]))
     a["padding"].s = attrs.pop("padding", "SAME").encode()
     a["data_format"].s = attrs.pop("data_format", "NHWC").encode()
@@ -87,8 +88,9 @@ def _fused_graph(node, depthwise=False, dtype=tf.float32, channels=6):
         tf.compat.v1.placeholder(dtype, [2, 8, 8, 4], name="x")
         tf.compat.v1.placeholder(dtype, [3, 3, 4, 2 if depthwise else channels], name="w")
     graph_def = _graph(build)
+    arg_types = node.attr["TArgs"].list.type if "TArgs" in node.attr else []
     for i in range(node.attr["num_args"].i):
-        arg_type = node.attr["TArgs"].list.type[i] if i < len(node.attr["TArgs"].list.type) else dtype.as_datatype_enum
+        arg_type = arg_types[i] if i < len(arg_types) else dtype.as_datatype_enum
         placeholder = node_def_pb2.NodeDef(name=f"a{i}", op="Placeholder", device=CPU)
         placeholder.attr["dtype"].type = arg_type
         graph_def.node.append(placeholder)
@@ -253,7 +255,7 @@ class RewriteRulesTest(tf.test.TestCase):
             # FusedBatchNormV3 takes no float64: kept whole.
             "double_bn": _fused("f", ["FusedBatchNorm"], 4, dtype=tf.float64),
         }
-        rules = {"gelu": "fused_ops", "empty": "fused_ops", "args": "fused_ops", "host_args": "fused_ops",
+        rules = {"gelu": "fused_ops", "empty": "node_def", "args": "fused_ops", "host_args": "node_def",
                  "targs": "node_def", "filter_format": "attributes", "vect_c": "node_def", "double_bn": "node_def"}
         for label, node in cases.items():
             with self.subTest(label):

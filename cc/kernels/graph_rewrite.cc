@@ -191,19 +191,26 @@ class Rewriter {
     std::string device_type;
     Refusal refusal;
     if (!DeviceTypeOf(node, &device_type, &refusal)) return refusal;
-    const AttrSlice attrs(node);
+
+    // The fused node as its own op defines it (its defaults added), or left alone.
+    NodeDef fused = node;
+    const OpDef* fused_def = nullptr;
+    absl::Status status = ::tensorflow::OpRegistry::Global()->LookUpOpDef(node.op(), &fused_def);
+    if (status.ok()) {
+      ::tensorflow::AddDefaultsToNodeDef(*fused_def, &fused);
+      status = ::tensorflow::ValidateNodeDef(fused, *fused_def);
+    }
+    if (!status.ok()) return {"node_def", node.op() + ": " + std::string(status.message())};
+    const AttrSlice attrs(fused);
     std::vector<std::string> fused_ops;
     DataType dtype;
-    std::vector<DataType> arg_types;
     int64_t num_args = 0, num_host_args = 0;
     if (!::tensorflow::GetNodeAttr(attrs, "fused_ops", &fused_ops).ok() ||
         !::tensorflow::GetNodeAttr(attrs, "T", &dtype).ok() ||
-        !::tensorflow::GetNodeAttr(attrs, "num_args", &num_args).ok()) {
-      return {"node_def", "fused_ops, T or num_args missing or of another type"};
-    }
-    if (attrs.Find("num_host_args") != nullptr &&
-        !::tensorflow::GetNodeAttr(attrs, "num_host_args", &num_host_args).ok()) {
-      return {"node_def", "num_host_args of another type"};
+        !::tensorflow::GetNodeAttr(attrs, "num_args", &num_args).ok() ||
+        (attrs.Find("num_host_args") != nullptr &&
+         !::tensorflow::GetNodeAttr(attrs, "num_host_args", &num_host_args).ok())) {
+      return {"node_def", "fused_ops, T, num_args or num_host_args missing or of another type"};
     }
     std::vector<Step> steps;
     if (!StepsOf(fused_ops, &steps)) {
@@ -216,9 +223,14 @@ class Rewriter {
                                " args and no host args; the node has num_args=" + std::to_string(num_args) +
                                " and num_host_args=" + std::to_string(num_host_args)};
     }
-    if (!::tensorflow::GetNodeAttr(attrs, "TArgs", &arg_types).ok() ||
-        static_cast<int64_t>(arg_types.size()) != num_args) {
-      return {"node_def", "TArgs missing or not num_args types"};
+    // The args' types: TArgs where the op has it (_FusedConv2D), else T for each.
+    std::vector<DataType> arg_types(num_args, dtype);
+    if (attrs.Find("TArgs") != nullptr) {
+      arg_types.clear();  // GetNodeAttr appends
+      if (!::tensorflow::GetNodeAttr(attrs, "TArgs", &arg_types).ok() ||
+          static_cast<int64_t>(arg_types.size()) != num_args) {
+        return {"node_def", "TArgs not num_args types"};
+      }
     }
     std::string filter_format = "HWIO";
     if (attrs.Find("filter_format") != nullptr &&
@@ -226,7 +238,7 @@ class Rewriter {
       return {"attributes", "filter_format '" + filter_format + "': the family's filters are HWIO"};
     }
     std::vector<std::string> data_inputs, control_inputs;
-    for (const std::string& input : node.input()) {
+    for (const std::string& input : fused.input()) {
       (!input.empty() && input[0] == '^' ? control_inputs : data_inputs).push_back(input);
     }
     if (static_cast<int64_t>(data_inputs.size()) != 2 + num_args) {
