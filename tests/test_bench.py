@@ -139,6 +139,16 @@ class BenchTest(tf.test.TestCase):
             # Both sides' gradients near the float64 model's, ours within a small factor of Keras's.
             self.assertLess(r["grad_error_keras"], 1e-4, r)
             self.assertLess(r["grad_error_ours"], max(10 * r["grad_error_keras"], 1e-5), r)
+        # The unchanged models with tf_ops.enable(): every convolution of the graphs that ran a TfOps> node.
+        enabled = {r["model"]: r for r in report["enable_rows"]}
+        self.assertEqual(sorted(enabled), ["dcgan_generator", "mobilenet_v2"])
+        for r in enabled.values():
+            for kind in ("train", "infer"):
+                self.assertGreater(r[kind]["tf_ops_nodes"], 0, r)
+                self.assertGreater(r[kind]["stock_nodes"], 0, r)
+                self.assertGreater(r[kind]["ratio"], 0, r)
+        # Training: the forward convolutions and both gradients of each.
+        self.assertGreaterEqual(enabled["mobilenet_v2"]["train"]["tf_ops_nodes"], 3 * 52 - 1)
 
     @staticmethod
     def _onednn():

@@ -1,4 +1,5 @@
-"""python -m tf_ops bench --models: training steps of whole models, tf_ops' layers against Keras's.
+"""python -m tf_ops bench --models: training steps of whole models, tf_ops' layers against Keras's,
+and the same Keras models unchanged with tf_ops.enable() against without it.
 
 Each model is built by Keras (keras.applications with weights=None, and a generator of
 transposed convolutions), then cloned with every Conv2D, DepthwiseConv2D and Conv2DTranspose
@@ -8,6 +9,11 @@ weight (one tf.function each side, no XLA); the two sides' steps alternate on th
 The gradients of both, with the batch norms in inference mode, are compared with those of the
 Keras model in float64 (the same weights and batch): per weight tensor,
 max |g - g64| / max |g64|, the largest over the model's tensors.
+
+The enable() rows take each Keras model as it is (no layer swapped): its training step and its
+inference (the forward pass, batch norms in inference mode) traced and first run with the rewrite
+off, then again as new functions with it on (docs/enable.md); the graphs that ran are checked to
+hold TfOps> nodes for every convolution and no other, then the two sides alternate.
 """
 import json
 import os
@@ -17,6 +23,8 @@ import time
 import numpy as np
 import tensorflow as tf
 import keras
+
+from tensorflow.python.eager import context
 
 import tf_ops
 from tf_ops import _bench
@@ -146,6 +154,66 @@ def bench_model(name, build, batch, shape, classes, budget, seed):
             "runs": len(times_ours), "grad_error_ours": error_ours, "grad_error_keras": error_theirs}
 
 
+def inference_function(model):
+    @tf.function(jit_compile=False, reduce_retracing=True)
+    def infer(x, y):
+        return model(x, training=False)
+
+    return infer
+
+
+def ran_convolutions(call):
+    """Runs `call` with TensorFlow's graph collection on; the convolution nodes of the graphs that
+    ran: (TfOps> ones, any other)."""
+    context.enable_graph_collection()
+    try:
+        call()
+        metadata = context.export_run_metadata()
+    finally:
+        context.disable_graph_collection()
+    ours = others = 0
+    for function_graph in metadata.function_graphs:
+        for graph in function_graph.partition_graphs:
+            for node in graph.node:
+                if node.op.startswith("TfOps>"):
+                    ours += 1
+                elif any(word in node.op for word in ("Conv2D", "Conv2d", "Depthwise")):
+                    others += 1
+    return ours, others
+
+
+def bench_enable(name, build, batch, shape, classes, budget, seed):
+    """The Keras model as built, with tf_ops.enable() and without: training step and inference."""
+    keras.utils.set_random_seed(seed)
+    model = build()
+    rng = np.random.default_rng(seed)
+    x, y = batch_of(rng, batch, shape, classes, tuple(model.output_shape[1:]), tf.float32)
+    row = {"model": name, "batch": batch, "input": list(shape)}
+    for kind, make in (("train", lambda: step_function(model, classes)), ("infer", lambda: inference_function(model))):
+        tf_ops.disable()
+        stock = make()
+        _, stock_nodes = ran_convolutions(lambda: stock(x, y))  # its graph optimized without the rewrite
+        tf_ops.enable()
+        try:
+            rewritten = make()
+            ours_nodes, left = ran_convolutions(lambda: rewritten(x, y))
+        finally:
+            tf_ops.disable()
+        if ours_nodes == 0 or left:
+            raise RuntimeError(f"{name} {kind}: with enable(), {ours_nodes} TfOps> nodes and {left} other "
+                               "convolutions ran")
+        times_ours, times_stock = _bench.interleaved_times(lambda: rewritten(x, y), lambda: stock(x, y), budget, 3,
+                                                           200)
+        ms_ours, ms_stock = statistics.median(times_ours) * 1e3, statistics.median(times_stock) * 1e3
+        row[kind] = {"keras_ms": ms_stock, "ours_ms": ms_ours, "ratio": ms_stock / ms_ours, "runs": len(times_ours),
+                     "tf_ops_nodes": ours_nodes, "stock_nodes": stock_nodes}
+    return row
+
+
+def geometric_mean(values):
+    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
+
+
 def main(args):
     started = time.perf_counter()
     onednn = _bench.sc.onednn_enabled()
@@ -172,10 +240,28 @@ def main(args):
     print()
     print("Keras/ours > 1: the model with tf_ops' layers trains faster. grad err: the largest over weight "
           "tensors of max |g - g64| / max |g64|, g64 from the Keras model in float64.")
+    print()
+    enable_rows = []
+    for i, (name, build, batch, shape, classes) in enumerate(QUICK_MODELS if args.quick else MODELS, 1):
+        try:
+            enable_rows.append(bench_enable(name, build, batch, shape, classes, budget, seed=i))
+        except Exception as e:  # noqa: BLE001  (report, keep going, fail at the end)
+            failures += 1
+            print(f"{name} with enable(): failed: {_bench._first_line(e)}", flush=True)
+    print(f"{'unchanged model':<16} {'batch':>5} {'nodes':>5} {'train Keras':>11} {'enabled':>9} {'ratio':>6} "
+          f"{'infer Keras':>11} {'enabled':>9} {'ratio':>6}")
+    for r in enable_rows:
+        t, f = r["train"], r["infer"]
+        print(f"{r['model']:<16} {r['batch']:5d} {t['tf_ops_nodes']:5d} {t['keras_ms']:11.1f} {t['ours_ms']:9.1f} "
+              f"{t['ratio']:6.2f} {f['keras_ms']:11.1f} {f['ours_ms']:9.1f} {f['ratio']:6.2f}")
+    enable_means = {kind: geometric_mean([r[kind]["ratio"] for r in enable_rows]) for kind in ("train", "infer")}
+    print(f"geometric mean: training step {enable_means['train']:.2f}, inference {enable_means['infer']:.2f} "
+          "(Keras's time over the same model's with tf_ops.enable(), ms a step, medians)")
     report = {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "tf_ops": tf_ops.__version__,
               "cpu_kernel_isa": tf_ops.cpu_kernel_isa(), "tensorflow": tf.__version__,
               "keras": keras.__version__, "onednn": onednn, "machine": machine,
               "settings": {"quick": args.quick, "budget_s": budget}, "rows": rows,
+              "enable_rows": enable_rows, "enable_geomean": enable_means,
               "failures": failures, "wall_s": time.perf_counter() - started}
     os.makedirs(args.out, exist_ok=True)
     path = _bench.result_stem(args.out, "models", args.quick, onednn) + ".json"
