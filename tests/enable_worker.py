@@ -103,6 +103,18 @@ def tape_step(x, w, dw, b, wt):
     return [y] + tape.gradient(loss, [x, w, dw, b, wt])
 
 
+def tape_step_tf_ops(x, w, dw, b, wt):
+    """tape_step written with tf_ops's functions: the ops the rewrite makes of tape_step's."""
+    import tf_ops
+    with tf.GradientTape() as tape:
+        tape.watch([x, w, dw, b, wt])
+        y = tf.nn.relu(tf.nn.bias_add(tf_ops.conv2d(x, w, 1, "SAME"), b))
+        y = tf_ops.depthwise_conv2d_native(y, dw, [1, 2, 2, 1], "SAME")
+        y = tf_ops.conv2d_transpose(y, wt, [4, 12, 12, 5], 2, "SAME")
+        loss = tf.reduce_sum(y * y)
+    return [y] + tape.gradient(loss, [x, w, dw, b, wt])
+
+
 def tape_scenario():
     import tf_ops
     rng = np.random.default_rng(1)
@@ -123,10 +135,19 @@ def tape_scenario():
         fn = tf.function(tape_step, jit_compile=mode == "jit")
         values = [v.numpy() for v in fn(*args)]
         results[mode] = {"ops": conv_ops(ran_graphs()), "values": values}
+    enabled_at_end = tf_ops.is_enabled()  # on since "plugins_off": the option, not disable(), turned it off
+    # In exact mode the rewritten graph gives, bit for bit, what tf_ops's own functions give.
+    tf_ops.set_exact_mode(True)
+    tf_ops.enable()
+    enabled = [v.numpy() for v in tf.function(tape_step)(*args)]
+    ran = conv_ops(ran_graphs())
+    tf_ops.disable()
+    direct = [v.numpy() for v in tf.function(tape_step_tf_ops)(*args)]
     off = results["off"]["values"]
-    return {**{f"{mode}_ops": r["ops"] for mode, r in results.items()},
+    return {"exact_ops": ran, "exact_bitwise": all(np.array_equal(a, b) for a, b in zip(enabled, direct)),
+            "exact_diff": max(max_diff(a, b) for a, b in zip(enabled, off)),**{f"{mode}_ops": r["ops"] for mode, r in results.items()},
             **{f"{mode}_diff": max(max_diff(a, b) for a, b in zip(r["values"], off)) for mode, r in results.items()},
-            "enabled_at_end": tf_ops.is_enabled()}
+            "enabled_at_end": enabled_at_end}
 
 
 class Upsample(tf.Module):

@@ -87,6 +87,10 @@ def test_gradient_tape_step_and_the_switches(onednn):
     assert not [op for op in r["jit_ops"] if op.startswith("TfOps>")], r["jit_ops"]
     assert r["jit_diff"] < 10 * TOLERANCE, r
     assert r["enabled_at_end"]
+    # Exact mode: the rewritten step equals, bit for bit, the same step written with tf_ops's functions.
+    assert_tf_ops_only(r["exact_ops"], FAMILY, "exact mode")
+    assert r["exact_bitwise"], r
+    assert r["exact_diff"] < TOLERANCE, r
 
 
 @pytest.mark.parametrize("onednn", onednn_modes("1"))

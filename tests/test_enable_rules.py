@@ -118,6 +118,8 @@ class RewriteRulesTest(tf.test.TestCase):
         for before in graph_def.node:
             if before.op not in FAMILY:
                 self.assertEqual(_node(rewrite.graph_def, before.name), before)
+        # tf_ops.explain, given a graph, says the same.
+        self.assertEqual(tf_ops.explain(graph_def).entries, rewrite.entries)
         # The rewritten graph is one TensorFlow accepts (every op's definition, every input).
         with tf.Graph().as_default():
             tf.graph_util.import_graph_def(rewrite.graph_def, name="")

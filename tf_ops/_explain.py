@@ -325,7 +325,7 @@ def _arguments(op, input_shape, filter_shape, strides, padding, data_format, dil
             attrs[3])
 
 
-def explain(op, input_shape, filter_shape, strides=1, padding="VALID", data_format="NHWC", dilations=1,
+def explain(op, input_shape=None, filter_shape=None, strides=1, padding="VALID", data_format="NHWC", dilations=1,
             dtype=tf.float32, explicit_paddings=None, device="cpu"):
     """The plan tf_ops' CPU kernels would run for one call of `op`, now (this processor's
     instruction set, the current exact mode), without running it: a tf_ops.Plan. With
@@ -344,7 +344,13 @@ def explain(op, input_shape, filter_shape, strides=1, padding="VALID", data_form
 
     Raises tf.errors.InvalidArgumentError, naming the value, for arguments the op would
     reject.
+
+    Given a graph instead of an op (a GraphDef, a tf.Graph or a ConcreteFunction, and no other
+    argument), what tf_ops.enable() makes of it: tf_ops.explain_rewrite(graph).
     """
+    if isinstance(op, (tf.compat.v1.GraphDef, tf.Graph)) or isinstance(getattr(op, "graph", None), tf.Graph):
+        from tf_ops import _enable
+        return _enable.explain_rewrite(op)
     if device not in ("cpu", "gpu"):
         raise _error(f"explain: device must be 'cpu' or 'gpu', got device={device!r}")
     line = _explain_line(device, *_arguments(op, input_shape, filter_shape, strides, padding, data_format, dilations,
