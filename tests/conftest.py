@@ -42,7 +42,7 @@ def pytest_configure(config):
 # the end. Each run checks the list against the processor seconds it measured (the terminal
 # summary names a file not in it that took longer than its last).
 LONGEST_FIRST = ["test_kernel_sweep.py", "test_cuda_kernels.py", "test_tf_upstream.py",
-                 "test_xla.py", "test_savedmodel.py", "test_cutlass.py", "test_fuzz.py", "test_cpp_api.py",
+                 "test_xla.py", "test_enable.py", "test_savedmodel.py", "test_cutlass.py", "test_fuzz.py", "test_cpp_api.py",
                  "test_fast_kernels.py", "test_bench.py", "test_distribute.py", "test_api.py",
                  "test_accuracy.py", "test_out_of_memory.py", "test_gradients.py", "test_layers.py"]
 
