@@ -4,10 +4,10 @@ on, the graphs that ran collected from TensorFlow (context.enable_graph_collecti
 gradients and weights compared. Prints one JSON line: the convolution ops each run's graphs
 held, and the largest differences.
 
-    python tests/enable_worker.py SCENARIO [ARGS]
+    python tests/enable_worker.py SCENARIO [SCENARIO ...]
 
-SCENARIO: keras, tape, savedmodel_write DIR, savedmodel_load DIR, compat_v1, switches,
-planted PLUGIN_SO.
+SCENARIO: keras, compat_v1, savedmodel_write=DIR, savedmodel_load=DIR, tape (which leaves exact
+mode on: last), planted=PLUGIN_SO (alone: it loads another plugin optimizer).
 """
 import json
 import os
@@ -231,13 +231,19 @@ def planted_scenario(plugin):
 
 
 def main():
+    """Runs each scenario named on the command line in turn (NAME or NAME=ARG), the rewrite off at
+    the start of each; prints "RESULT NAME JSON" for each."""
     context.enable_graph_collection()
-    scenario, rest = sys.argv[1], sys.argv[2:]
-    result = {"keras": keras_scenario, "tape": tape_scenario, "compat_v1": compat_v1_scenario,
-              "savedmodel_write": lambda: savedmodel_write(rest[0]),
-              "savedmodel_load": lambda: savedmodel_load(rest[0]),
-              "planted": lambda: planted_scenario(rest[0])}[scenario]()
-    print("RESULT " + json.dumps(result))
+    scenarios = {"keras": keras_scenario, "tape": tape_scenario, "compat_v1": compat_v1_scenario,
+                 "savedmodel_write": savedmodel_write, "savedmodel_load": savedmodel_load,
+                 "planted": planted_scenario}
+    for word in sys.argv[1:]:
+        name, _, arg = word.partition("=")
+        if "tf_ops" in sys.modules:
+            sys.modules["tf_ops"].disable()
+        ran_graphs()
+        result = scenarios[name](*([arg] if arg else []))
+        print(f"RESULT {name} " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ disable(), the use_plugin_optimizers option, enable() twice, jit_compile=True, a
 optimizer already holding the CPU (a Python error, not an abort), `python -m tf_ops run` and
 TF_OPS_VERBOSE's lines.
 
-The fast tier runs each scenario once, oneDNN on for some and off for the others; the
-exhaustive tier runs every scenario both ways."""
+The fast tier runs the scenarios with oneDNN on, the exhaustive tier with oneDNN on and off; the
+scenarios of one setting share a process (each starts with the rewrite off)."""
 import json
 import os
 import pathlib
@@ -31,12 +31,7 @@ FAMILY = {"TfOps>Conv2D", "TfOps>Conv2DBackpropInput", "TfOps>Conv2DBackpropFilt
 TOLERANCE = 1e-4
 
 
-def onednn_modes(fast):
-    """Both settings in the exhaustive tier; in the fast tier, `fast` alone."""
-    return ["1", "0"] if EXHAUSTIVE else [fast]
-
-
-def run(args, onednn, extra_env=None, timeout=600):
+def run(args, onednn, extra_env=None, timeout=900):
     env = {k: v for k, v in os.environ.items() if k not in ("TF_OPS_ENABLE", "TF_OPS_VERBOSE")}
     env.update(TF_ENABLE_ONEDNN_OPTS=onednn, TF_CPP_MIN_LOG_LEVEL="2", **(extra_env or {}))
     proc = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, env=env,
@@ -45,10 +40,26 @@ def run(args, onednn, extra_env=None, timeout=600):
     return proc
 
 
-def worker(scenario, *args, onednn):
-    proc = run([WORKER, scenario, *args], onednn)
-    line = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+def worker(*scenarios, onednn):
+    """{scenario: its result}, the scenarios run in turn in one fresh process."""
+    proc = run([WORKER, *scenarios], onednn)
+    results = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            name, data = line[len("RESULT "):].split(" ", 1)
+            results[name] = json.loads(data)
+    assert len(results) == len(scenarios), proc.stdout[-3000:]
+    return results
+
+
+@pytest.fixture(scope="module", params=["1", "0"] if EXHAUSTIVE else ["1"], ids=lambda v: f"onednn{v}")
+def results(request, tmp_path_factory):
+    """The scenarios' results with oneDNN on (and, in the exhaustive tier, off): the SavedModel
+    written in a process that never imports tf_ops, the rest in one other process."""
+    model = tmp_path_factory.mktemp("savedmodel") / "model"
+    written = worker(f"savedmodel_write={model}", onednn=request.param)["savedmodel_write"]
+    assert not written["tf_ops_imported"]
+    return worker("keras", "compat_v1", f"savedmodel_load={model}", "tape", onednn=request.param)
 
 
 def assert_tf_ops_only(ops, must_have, what):
@@ -62,9 +73,8 @@ def assert_stock_only(ops, what):
     assert not [op for op in ops if op.startswith("TfOps>")], f"{what}: TfOps ops ran: {ops}"
 
 
-@pytest.mark.parametrize("onednn", onednn_modes("1"))
-def test_keras_fit_and_predict(onednn):
-    r = worker("keras", onednn=onednn)
+def test_keras_fit_and_predict(results):
+    r = results["keras"]
     assert_stock_only(r["off_fit"], "fit, tf_ops off")
     assert_tf_ops_only(r["on_fit"], FAMILY, "fit")
     assert_tf_ops_only(r["on_predict"], {"TfOps>Conv2D", "TfOps>DepthwiseConv2dNative", "TfOps>Conv2DBackpropInput"},
@@ -73,9 +83,8 @@ def test_keras_fit_and_predict(onednn):
     assert r["weight_diff"] < TOLERANCE, r
 
 
-@pytest.mark.parametrize("onednn", onednn_modes("0"))
-def test_gradient_tape_step_and_the_switches(onednn):
-    r = worker("tape", onednn=onednn)
+def test_gradient_tape_step_and_the_switches(results):
+    r = results["tape"]
     assert_stock_only(r["off_ops"], "tf_ops off")
     assert_tf_ops_only(r["on_ops"], FAMILY, "enable() (called twice)")
     assert r["on_diff"] < TOLERANCE, r
@@ -93,20 +102,16 @@ def test_gradient_tape_step_and_the_switches(onednn):
     assert r["exact_diff"] < TOLERANCE, r
 
 
-@pytest.mark.parametrize("onednn", onednn_modes("1"))
-def test_savedmodel_written_without_tf_ops(onednn, tmp_path):
-    written = worker("savedmodel_write", tmp_path / "model", onednn=onednn)
-    assert not written["tf_ops_imported"]
-    r = worker("savedmodel_load", tmp_path / "model", onednn=onednn)
+def test_savedmodel_written_without_tf_ops(results):
+    r = results["savedmodel_load"]
     assert_stock_only(r["off_ops"], "loaded, tf_ops off")
     assert_tf_ops_only(r["on_ops"], {"TfOps>Conv2D", "TfOps>Conv2DBackpropInput", "TfOps>DepthwiseConv2dNative"},
                        "loaded SavedModel")
     assert r["diff"] < TOLERANCE, r
 
 
-@pytest.mark.parametrize("onednn", onednn_modes("0"))
-def test_compat_v1_session(onednn):
-    r = worker("compat_v1", onednn=onednn)
+def test_compat_v1_session(results):
+    r = results["compat_v1"]
     assert_stock_only(r["off_ops"], "session, tf_ops off")
     assert_tf_ops_only(r["on_ops"], {"TfOps>Conv2D", "TfOps>Conv2DBackpropInput", "TfOps>Conv2DBackpropFilter"},
                        "session")
@@ -119,7 +124,7 @@ def test_another_plugin_optimizer_is_a_python_error(tmp_path):
            *tf.sysconfig.get_compile_flags(), str(HERE / "cc" / "planted_graph_plugin.cc"), "-o", str(plugin),
            *tf.sysconfig.get_link_flags()]
     subprocess.run(cmd, check=True, capture_output=True)
-    r = worker("planted", plugin, onednn="0")
+    r = worker(f"planted={plugin}", onednn="0")["planted"]
     assert "another plugin graph optimizer" in r["error"] and "device type CPU" in r["error"], r
     assert r["import_warning"] and "TF_OPS_ENABLE=1" in r["import_warning"][0], r
     assert not r["enabled"]
@@ -156,9 +161,6 @@ def test_python_m_tf_ops_run_an_unchanged_script(tmp_path):
     assert "ops ['TfOps>Conv2D', 'TfOps>Conv2DBackpropFilter']" in proc.stdout, proc.stdout
     # TF_OPS_VERBOSE=1: a line per node rewritten (or left alone) as each graph is optimized.
     assert "tf_ops_rewrite: rewrote" in proc.stderr and "Conv2D -> TfOps>Conv2D" in proc.stderr, proc.stderr[-3000:]
-    # Without `run`, the same script keeps TensorFlow's ops: the rewrite is opt-in.
-    plain = run([script], "0")
-    assert "ops ['Conv2D', 'Conv2DBackpropFilter']" in plain.stdout, plain.stdout
     # TF_OPS_ENABLE=1 turns it on at `import tf_ops`.
     env_on = run(["-c", "import tf_ops; exec(open(%r).read())" % str(script)], "0", extra_env={"TF_OPS_ENABLE": "1"})
     assert "TfOps>Conv2D" in env_on.stdout, env_on.stdout

@@ -1,6 +1,7 @@
 // The rules of tf_ops.enable() (graph_rewrite.h).
 #include "cc/kernels/graph_rewrite.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_set>
@@ -324,7 +325,9 @@ std::string RewriteReport::Text() const {
     if (!e.became.empty()) {
       text += "rewrote " + e.node + " " + e.op + " -> " + Joined(e.became, "+") + "\n";
     } else {
-      text += "kept " + e.node + " " + e.op + ": " + e.rule + " (" + e.detail + ")\n";
+      std::string detail = e.detail;  // one line an entry
+      std::replace(detail.begin(), detail.end(), '\n', ' ');
+      text += "kept " + e.node + " " + e.op + ": " + e.rule + " (" + detail + ")\n";
     }
   }
   return text;
