@@ -20,6 +20,7 @@
 #include "cc/core/cpu/pull_chunks.h"
 #include "cc/core/cpu/roofline.h"
 #include "cc/core/switches.h"
+#include "cc/kernels/c_entry.h"
 #include "cc/kernels/conv_checks.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
@@ -392,12 +393,7 @@ extern "C" __attribute__((visibility("default"))) int64_t TfOpsCpuRoofline(const
   } catch (const std::exception& e) {
     text = tf_ops::Cat("error: ", e.what(), "\n");
   }
-  if (size > 0) {
-    const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(size - 1));
-    std::copy(text.begin(), text.begin() + n, out);
-    out[n] = '\0';
-  }
-  return static_cast<int64_t>(text.size());
+  return tf_ops::CopyOut(text.data(), text.size(), out, size);
 }
 
 // Exact mode (cc/core/switches.h), for tf_ops.set_exact_mode() and tf_ops.exact_mode() (through
@@ -483,16 +479,6 @@ std::string ExplainDevice(int device, int direction, int dtype, const char* data
                      });
 }
 
-// Copies `text` into out (NUL-terminated, cut to out_size - 1 characters); returns its whole length.
-int64_t CopyOut(const char* text, size_t size, char* out, int64_t out_size) {
-  if (out_size > 0) {
-    const size_t n = std::min<size_t>(size, static_cast<size_t>(out_size - 1));
-    std::copy(text, text + n, out);
-    out[n] = '\0';
-  }
-  return static_cast<int64_t>(size);
-}
-
 }  // namespace
 
 // The vocabulary (cc/core/vocabulary.h: VocabularyText) for the Python package, which reads its
@@ -501,7 +487,7 @@ int64_t CopyOut(const char* text, size_t size, char* out, int64_t out_size) {
 extern "C" __attribute__((visibility("default"))) int64_t TfOpsVocabulary(char* out, int64_t out_size) {
   try {
     static const std::string text = tf_ops::VocabularyText();
-    return CopyOut(text.data(), text.size(), out, out_size);
+    return tf_ops::CopyOut(text.data(), text.size(), out, out_size);
   } catch (...) {
     return -1;  // out of memory: no exception crosses the C interface
   }
@@ -531,7 +517,7 @@ extern "C" __attribute__((visibility("default"))) int64_t TfOpsExplain(
     text = line.data(), size = line.size();
   } catch (...) {
   }
-  return CopyOut(text, size, out, out_size);
+  return tf_ops::CopyOut(text, size, out, out_size);
 }
 
 #if TF_OPS_WITH_CUDA

@@ -7,7 +7,6 @@
 // second registration for a device type, so the registry is asked first whether another optimizer
 // holds it, and the caller gets that optimizer's name instead. The switch (TfOpsSwitch "rewrite")
 // is read by the optimizer each time it runs, so tf_ops.disable() needs no second registration.
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "cc/core/switches.h"
+#include "cc/kernels/c_entry.h"
 #include "cc/kernels/graph_rewrite.h"
 #include "tensorflow/core/framework/graph.pb.h"
 #include "tensorflow/core/grappler/grappler_item.h"
@@ -111,14 +111,9 @@ std::string Register(const std::vector<std::string>& device_types) {
   return "";
 }
 
-// Copies `text` into out (NUL-terminated, cut to out_size - 1 bytes); returns its whole length.
+// CopyOut for a string.
 int64_t CopyText(const std::string& text, char* out, int64_t out_size) {
-  if (out_size > 0) {
-    const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(out_size - 1));
-    std::memcpy(out, text.data(), n);
-    out[n] = '\0';
-  }
-  return static_cast<int64_t>(text.size());
+  return CopyOut(text.data(), text.size(), out, out_size);
 }
 
 }  // namespace
@@ -140,16 +135,6 @@ extern "C" __attribute__((visibility("default"))) int64_t TfOpsGraphRegister(con
   } catch (const std::exception& e) {
     return tf_ops::CopyText(std::string("tf_ops: could not register the graph rewrite: ") + e.what(), out, out_size);
   }
-}
-
-// The device types the rewrite's optimizer is registered for, comma-separated, as CopyText writes.
-extern "C" __attribute__((visibility("default"))) int64_t TfOpsGraphHolders(const char* device_type, char* out,
-                                                                        int64_t out_size) {
-  std::string names;
-  for (const std::string& name : tf_ops::HoldersOf(device_type == nullptr ? "" : device_type)) {
-    names += (names.empty() ? "" : ",") + name;
-  }
-  return tf_ops::CopyText(names, out, out_size);
 }
 
 // The rewrite over one serialized GraphDef (`in`, `in_size` bytes), for the tests and
