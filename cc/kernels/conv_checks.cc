@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "cc/core/conv_geometry.h"
+#include "tensorflow/core/framework/node_def_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -39,13 +40,18 @@ std::string ListString(const std::vector<int64_t>& v) {
 }  // namespace
 
 absl::Status ParseAttrs(OpKernelConstruction* ctx, const OpSpec& spec, ParsedAttrs* out) {
+  // What ctx->GetAttr reads: its node's attributes.
+  return ParseAttrs(::tensorflow::AttrSlice(ctx->def()), spec, out);
+}
+
+absl::Status ParseAttrs(const ::tensorflow::AttrSlice& attrs, const OpSpec& spec, ParsedAttrs* out) {
   std::string format, padding;
   std::vector<int64_t> strides, dilations, explicit_paddings;
-  TF_RETURN_IF_ERROR(ctx->GetAttr("data_format", &format));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("padding", &padding));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("strides", &strides));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("dilations", &dilations));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("explicit_paddings", &explicit_paddings));
+  TF_RETURN_IF_ERROR(::tensorflow::GetNodeAttr(attrs, "data_format", &format));
+  TF_RETURN_IF_ERROR(::tensorflow::GetNodeAttr(attrs, "padding", &padding));
+  TF_RETURN_IF_ERROR(::tensorflow::GetNodeAttr(attrs, "strides", &strides));
+  TF_RETURN_IF_ERROR(::tensorflow::GetNodeAttr(attrs, "dilations", &dilations));
+  TF_RETURN_IF_ERROR(::tensorflow::GetNodeAttr(attrs, "explicit_paddings", &explicit_paddings));
   return CheckAttrs(spec, format, padding, strides, dilations, explicit_paddings, out);
 }
 

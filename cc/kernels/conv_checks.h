@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "cc/core/conv_geometry.h"
 #include "cc/core/vocabulary.h"
+#include "tensorflow/core/framework/node_def_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -68,6 +69,9 @@ struct ParsedAttrs {
 };
 
 absl::Status ParseAttrs(::tensorflow::OpKernelConstruction* ctx, const OpSpec& spec, ParsedAttrs* out);
+// The same from a node's attributes (for the graph rewrite, which checks a node before any kernel
+// of it is built).
+absl::Status ParseAttrs(const ::tensorflow::AttrSlice& attrs, const OpSpec& spec, ParsedAttrs* out);
 
 // ParseAttrs's checks of the attributes' values (data_format, padding, strides, dilations,
 // explicit_paddings), also for tf_ops.explain.

@@ -134,30 +134,23 @@ class Rewriter {
     return true;
   }
 
-  // Rule 4 for one node made: valid for its op definition (defaults added), a kernel registered
-  // for it on `device_type`; for a TfOps op, its attributes pass its kernel's checks.
-  static Refusal Check(const std::string& device_type, NodeDef* node) {
+  // A node valid for its op definition, its defaults added (TensorFlow's own checks).
+  static absl::Status ValidForOpDef(NodeDef* node) {
     const OpDef* op_def = nullptr;
-    absl::Status status = ::tensorflow::OpRegistry::Global()->LookUpOpDef(node->op(), &op_def);
-    if (status.ok()) {
-      ::tensorflow::AddDefaultsToNodeDef(*op_def, node);
-      status = ::tensorflow::ValidateNodeDef(*node, *op_def);
-    }
+    TF_RETURN_IF_ERROR(::tensorflow::OpRegistry::Global()->LookUpOpDef(node->op(), &op_def));
+    ::tensorflow::AddDefaultsToNodeDef(*op_def, node);
+    return ::tensorflow::ValidateNodeDef(*node, *op_def);
+  }
+
+  // Rule 4 for one node made: valid for its op definition, a kernel registered for it on
+  // `device_type`; for a TfOps op, its attributes pass its kernel's checks (ParseAttrs).
+  static Refusal Check(const std::string& device_type, NodeDef* node) {
+    absl::Status status = ValidForOpDef(node);
     if (!status.ok()) return {"node_def", node->op() + ": " + std::string(status.message())};
     if (node->op().rfind(kPrefix, 0) == 0) {
       const OpSpec* spec = SpecOf(node->op().substr(sizeof(kPrefix) - 1));
-      std::string format, padding;
-      std::vector<int64_t> strides, dilations, explicit_paddings;
-      const AttrSlice attrs(*node);
-      status = ::tensorflow::GetNodeAttr(attrs, "data_format", &format);
-      if (status.ok()) status = ::tensorflow::GetNodeAttr(attrs, "padding", &padding);
-      if (status.ok()) status = ::tensorflow::GetNodeAttr(attrs, "strides", &strides);
-      if (status.ok()) status = ::tensorflow::GetNodeAttr(attrs, "dilations", &dilations);
-      if (status.ok()) status = ::tensorflow::GetNodeAttr(attrs, "explicit_paddings", &explicit_paddings);
       ParsedAttrs parsed;
-      if (status.ok() && spec != nullptr) {
-        status = CheckAttrs(*spec, format, padding, strides, dilations, explicit_paddings, &parsed);
-      }
+      if (spec != nullptr) status = ParseAttrs(AttrSlice(*node), *spec, &parsed);
       if (!status.ok()) return {"attributes", node->op() + ": " + std::string(status.message())};
     }
     status = ::tensorflow::FindKernelDef(::tensorflow::DeviceType(device_type), *node, nullptr, nullptr);
@@ -195,12 +188,7 @@ class Rewriter {
 
     // The fused node as its own op defines it (its defaults added), or left alone.
     NodeDef fused = node;
-    const OpDef* fused_def = nullptr;
-    absl::Status status = ::tensorflow::OpRegistry::Global()->LookUpOpDef(node.op(), &fused_def);
-    if (status.ok()) {
-      ::tensorflow::AddDefaultsToNodeDef(*fused_def, &fused);
-      status = ::tensorflow::ValidateNodeDef(fused, *fused_def);
-    }
+    const absl::Status status = ValidForOpDef(&fused);
     if (!status.ok()) return {"node_def", node.op() + ": " + std::string(status.message())};
     const AttrSlice attrs(fused);
     std::vector<std::string> fused_ops;

@@ -13,7 +13,7 @@
 //      for (BiasAdd, AddV2, FusedBatchNormV3, the activation), the last named as the fused node.
 //   4. Every node it becomes is valid for its op definition (attributes, their types and allowed
 //      values, the number of inputs: TensorFlow's ValidateNodeDef), the convolution's attributes
-//      pass the checks its kernel makes when constructed (conv_checks.h: CheckAttrs), and a kernel
+//      pass the checks its kernel makes when constructed (conv_checks.h: ParseAttrs), and a kernel
 //      is registered for each on the node's device type with its dtype (TensorFlow's FindKernelDef).
 // A node that fails any rule is left exactly as it was. The rewrite keeps node names, devices and
 // control inputs, and is idempotent: TfOps> ops and the stock ops it emits match no rule.
